@@ -1,0 +1,31 @@
+// The CUDA context of the engine: devices, the stream each device's work runs on, library handles.
+// Everything here takes and returns plain pointers (a cudaStream_t is passed as void*) so that
+// engine headers stay free of CUDA headers. On a build without CUDA, or a machine without a GPU,
+// these functions raise a cnn::Error only when a CUDA device is actually asked for.
+#pragma once
+#include <cstddef>
+
+#include "engine/device.h"
+
+namespace cnn::cuda {
+
+// True when the engine was built with CUDA and at least one device is usable.
+bool is_available();
+int device_count();
+// Throws a cnn::Error that says why (no CUDA build, no driver, no such device) when `device`
+// cannot be used.
+void require_device(int device);
+
+// The stream the engine enqueues device `device`'s work on: the legacy default stream unless a
+// caller installed their own with set_stream (pass nullptr to go back to the default).
+void* current_stream(int device);
+void set_stream(int device, void* stream);
+void synchronize(int device);
+
+// cublasHandle_t of the device, bound to its current stream by each GEMM call.
+void* cublas_handle(int device);
+
+// Copies bytes between any two devices; returns when a copy to host memory has landed.
+void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+
+}  // namespace cnn::cuda

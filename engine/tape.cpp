@@ -1,0 +1,200 @@
+#include "engine/tape.h"
+
+#include <unordered_map>
+
+#include "engine/ops.h"
+
+namespace cnn {
+
+namespace {
+thread_local Tape* current_tape = nullptr;
+thread_local bool grad_enabled = true;
+
+// Re-enables recording inside a backward pass (which otherwise runs without a tape).
+class EnableGrad {
+ public:
+  EnableGrad() : previous_(grad_enabled) { grad_enabled = true; }
+  ~EnableGrad() { grad_enabled = previous_; }
+
+ private:
+  bool previous_;
+};
+
+// Adds g into a leaf's .grad. The first gradient is kept as is when nothing else refers to it;
+// otherwise it is copied, so that in-place updates of .grad never reach another tensor.
+void accumulate_into_leaf(const Tensor& leaf, Tensor g) {
+  Tensor current = leaf.grad();
+  if (!current.defined()) {
+    const bool exclusive = g.impl().use_count() == 1 && g.impl()->storage.use_count() == 1;
+    leaf.set_grad(exclusive ? g : g.clone());
+    return;
+  }
+  add_(current, g);
+}
+}  // namespace
+
+Tape::Recording::Recording(Tape& tape) : previous_(current_tape) { current_tape = &tape; }
+Tape::Recording::~Recording() { current_tape = previous_; }
+
+NoGrad::NoGrad() : previous_(grad_enabled) { grad_enabled = false; }
+NoGrad::~NoGrad() { grad_enabled = previous_; }
+
+Tape* recording_tape() { return grad_enabled ? current_tape : nullptr; }
+
+bool needs_record(std::initializer_list<const Tensor*> inputs) {
+  if (!recording_tape()) return false;
+  for (const Tensor* t : inputs)
+    if (t && t->requires_grad()) return true;
+  return false;
+}
+
+bool needs_record(const std::vector<Tensor>& inputs) {
+  if (!recording_tape()) return false;
+  for (const Tensor& t : inputs)
+    if (t.requires_grad()) return true;
+  return false;
+}
+
+void record_op(const char* op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+               BackwardRule rule) {
+  if (!needs_record(inputs)) return;
+  recording_tape()->add(op, inputs, outputs, std::move(rule));
+}
+
+void Tape::add(std::string op, std::vector<Tensor> inputs, std::vector<Tensor> outputs, BackwardRule rule) {
+  CNN_CHECK(!consumed_, "op ", op, " recorded on a tape whose backward already ran; call clear() first");
+  Record r;
+  r.op = std::move(op);
+  r.rule = std::move(rule);
+  for (Tensor& t : inputs) {
+    const bool wants = t.requires_grad();
+    r.input_ids.push_back(wants ? t.id() : 0);
+    // Leaves are kept so that their .grad can be reached; other inputs are known by id alone.
+    r.inputs.push_back(wants && t.is_leaf() ? t : Tensor());
+  }
+  for (Tensor& t : outputs) {
+    if (!t.defined() || !is_floating(t.dtype())) {  // e.g. the indices of max_last
+      r.output_ids.push_back(0);
+      r.output_shapes.emplace_back();
+      continue;
+    }
+    t.impl()->requires_grad = true;
+    t.impl()->is_leaf = false;
+    r.output_ids.push_back(t.id());
+    r.output_shapes.push_back(t.shape());
+  }
+  records_.push_back(std::move(r));
+}
+
+void Tape::clear() {
+  records_.clear();
+  consumed_ = false;
+}
+
+void Tape::backward(const Tensor& loss, const Tensor& seed) {
+  CNN_CHECK(loss.defined(), "backward of an undefined tensor");
+  Tensor s = seed;
+  if (!s.defined()) {
+    CNN_CHECK(loss.numel() == 1, "backward of a non-scalar tensor ", describe(loss),
+              " needs a seed gradient of the same shape (or reduce it to a scalar loss with sum or mean)");
+    s = Tensor::ones(loss.shape(), loss.dtype(), loss.device());
+  }
+  backward(std::vector<Tensor>{loss}, std::vector<Tensor>{s});
+}
+
+void Tape::backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& seeds) {
+  CNN_CHECK(!consumed_, "backward called twice on the same tape: its records (and the tensors they saved) were "
+            "freed by the first backward. Record the forward pass again on a fresh tape (or call clear() first)");
+  CNN_CHECK(outputs.size() == seeds.size(), "backward: ", outputs.size(), " outputs but ", seeds.size(), " seeds");
+  consumed_ = true;
+  NoGrad no_grad;  // backward rules are not themselves recorded
+
+  std::unordered_map<uint64_t, Tensor> grads;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    if (!seeds[i].defined() || !out.requires_grad()) continue;
+    CNN_CHECK(seeds[i].shape() == out.shape(), "backward: seed gradient ", describe(seeds[i]),
+              " does not match its output ", describe(out));
+    if (out.is_leaf()) {
+      accumulate_into_leaf(out, seeds[i]);
+    } else {
+      Tensor& slot = grads[out.id()];
+      slot = slot.defined() ? cnn::add(slot, seeds[i]) : seeds[i];
+    }
+  }
+
+  for (auto it = records_.rbegin(); it != records_.rend(); ++it) {
+    Record& r = *it;
+    std::vector<Tensor> grad_outputs(r.output_ids.size());
+    bool any = false;
+    for (size_t j = 0; j < r.output_ids.size(); ++j) {
+      auto found = grads.find(r.output_ids[j]);
+      if (found == grads.end()) continue;
+      grad_outputs[j] = std::move(found->second);
+      grads.erase(found);
+      any = true;
+    }
+    if (any) {
+      std::vector<Tensor> grad_inputs = r.rule(grad_outputs);
+      CNN_CHECK(grad_inputs.size() == r.input_ids.size(), "backward rule of ", r.op, " returned ",
+                grad_inputs.size(), " gradients for ", r.input_ids.size(), " inputs");
+      for (size_t j = 0; j < grad_inputs.size(); ++j) {
+        if (r.input_ids[j] == 0 || !grad_inputs[j].defined()) continue;
+        Tensor g = std::move(grad_inputs[j]);
+        if (r.inputs[j].defined()) {
+          CNN_CHECK(g.shape() == r.inputs[j].shape(), "backward rule of ", r.op, " produced gradient ", describe(g),
+                    " for input ", describe(r.inputs[j]));
+          accumulate_into_leaf(r.inputs[j], std::move(g));
+        } else {
+          Tensor& slot = grads[r.input_ids[j]];
+          slot = slot.defined() ? cnn::add(slot, g) : std::move(g);
+        }
+      }
+    }
+    r.rule = nullptr;  // frees what the forward pass saved for this op
+    r.inputs.clear();
+  }
+}
+
+std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
+  Tape* tape = recording_tape();
+  if (!tape) return fn(inputs);
+  std::vector<Tensor> outputs;
+  {
+    NoGrad no_grad;  // nothing inside fn is recorded: its intermediates are freed as it goes
+    outputs = fn(inputs);
+  }
+  // Parameters inside fn may need gradients even when no input does, so the segment is always
+  // recorded; its outputs are marked as needing gradients by Tape::add.
+  std::vector<Tensor> saved;
+  saved.reserve(inputs.size());
+  for (const Tensor& t : inputs) saved.push_back(t.detach());
+  std::vector<bool> input_wants;
+  for (const Tensor& t : inputs) input_wants.push_back(t.requires_grad());
+
+  BackwardRule rule = [fn, saved, input_wants](const std::vector<Tensor>& grad_outputs) {
+    std::vector<Tensor> replay_inputs;
+    for (size_t i = 0; i < saved.size(); ++i) {
+      Tensor t = saved[i].detach();
+      if (input_wants[i]) t.requires_grad_(true);
+      replay_inputs.push_back(t);
+    }
+    Tape inner;
+    std::vector<Tensor> replay_outputs;
+    {
+      EnableGrad enable;
+      Tape::Recording rec(inner);
+      replay_outputs = fn(replay_inputs);
+    }
+    CNN_CHECK(replay_outputs.size() == grad_outputs.size(), "checkpoint: the replay returned ",
+              replay_outputs.size(), " outputs, the forward ", grad_outputs.size());
+    inner.backward(replay_outputs, grad_outputs);
+    std::vector<Tensor> grads;
+    for (size_t i = 0; i < replay_inputs.size(); ++i) grads.push_back(input_wants[i] ? replay_inputs[i].grad() : Tensor());
+    return grads;
+  };
+  tape->add("checkpoint", inputs, outputs, std::move(rule));
+  return outputs;
+}
+
+}  // namespace cnn

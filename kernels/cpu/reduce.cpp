@@ -1,0 +1,75 @@
+// CPU reference for the reductions: sums accumulate in double for f64 and float otherwise,
+// sequentially along mid, so that the result does not depend on the thread count.
+#include "kernels/reduce.h"
+
+#include "kernels/common/dispatch.h"
+#include "kernels/common/half.h"
+
+namespace cnn::kernels::cpu {
+
+void reduce_middle_sum(DType dt, const void* x, void* y, int64_t outer, int64_t mid, int64_t inner, double scale) {
+  dispatch_floating(dt, "reduce_middle_sum", [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    const T* xs = static_cast<const T*>(x);
+    T* ys = static_cast<T*>(y);
+#pragma omp parallel for collapse(2) schedule(static) if (outer * inner * mid > 65536)
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t i = 0; i < inner; ++i) {
+        C acc = 0;
+        for (int64_t m = 0; m < mid; ++m) acc += to_compute(xs[(o * mid + m) * inner + i]);
+        ys[o * inner + i] = from_compute<T>(acc * C(scale));
+      }
+    }
+  });
+}
+
+void expand_middle(DType dt, const void* x, void* y, int64_t outer, int64_t mid, int64_t inner, double scale) {
+  dispatch_floating(dt, "expand_middle", [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    const T* xs = static_cast<const T*>(x);
+    T* ys = static_cast<T*>(y);
+#pragma omp parallel for collapse(2) schedule(static) if (outer * inner * mid > 65536)
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t m = 0; m < mid; ++m)
+        for (int64_t i = 0; i < inner; ++i)
+          ys[(o * mid + m) * inner + i] = from_compute<T>(to_compute(xs[o * inner + i]) * C(scale));
+  });
+}
+
+void max_last(DType dt, const void* x, void* values, int64_t* indices, int64_t rows, int64_t cols) {
+  dispatch_floating(dt, "max_last", [&](auto tag) {
+    using T = decltype(tag);
+    const T* xs = static_cast<const T*>(x);
+    T* vs = static_cast<T*>(values);
+#pragma omp parallel for schedule(static) if (rows * cols > 65536)
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t best = 0;
+      auto best_value = to_compute(xs[r * cols]);
+      for (int64_t c = 1; c < cols; ++c) {
+        const auto v = to_compute(xs[r * cols + c]);
+        if (v > best_value) {  // strict: the first index wins ties
+          best_value = v;
+          best = c;
+        }
+      }
+      vs[r] = xs[r * cols + best];
+      indices[r] = best;
+    }
+  });
+}
+
+void max_last_backward(DType dt, const void* gy, const int64_t* indices, void* gx, int64_t rows, int64_t cols) {
+  dispatch_floating(dt, "max_last_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* gys = static_cast<const T*>(gy);
+    T* gxs = static_cast<T*>(gx);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) gxs[r * cols + c] = from_compute<T>(compute_t<T>(0));
+      gxs[r * cols + indices[r]] = gys[r];
+    }
+  });
+}
+
+}  // namespace cnn::kernels::cpu

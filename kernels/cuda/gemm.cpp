@@ -1,0 +1,55 @@
+// CUDA GEMM through cuBLAS (this file, not a kernel file, is where cuBLAS headers live).
+// Row-major C = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T, so A and B swap
+// places and no data is transposed. f16/bf16 use tensor-op math with float accumulation (and float
+// alpha/beta); f32 uses plain float math (no TF32, matching PyTorch's default); f64 uses double.
+#include <cublas_v2.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "kernels/gemm.h"
+
+namespace cnn::kernels::cuda {
+
+namespace {
+void check_cublas(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("cuBLAS ") + what + " failed: " + cublasGetStatusString(status));
+}
+
+cudaDataType_t cuda_type(DType dt) {
+  switch (dt) {
+    case DType::f32: return CUDA_R_32F;
+    case DType::f64: return CUDA_R_64F;
+    case DType::f16: return CUDA_R_16F;
+    case DType::bf16: return CUDA_R_16BF;
+    default: throw std::logic_error(std::string("gemm: dtype ") + dtype_name(dt) + " is not a floating type");
+  }
+}
+}  // namespace
+
+void gemm(DType dt, const GemmShape& s, double alpha, const void* a, const void* b, double beta, void* c,
+          void* cublas_handle, Stream stream) {
+  if (s.m == 0 || s.n == 0) return;
+  auto handle = static_cast<cublasHandle_t>(cublas_handle);
+  check_cublas(cublasSetStream(handle, static_cast<cudaStream_t>(stream)), "cublasSetStream");
+  const cublasOperation_t op_a = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cudaDataType_t type = cuda_type(dt);
+  const int m = static_cast<int>(s.m), n = static_cast<int>(s.n), k = static_cast<int>(s.k);
+  if (dt == DType::f64) {
+    const double al = alpha, be = beta;
+    check_cublas(cublasGemmEx(handle, op_b, op_a, n, m, k, &al, b, type, static_cast<int>(s.ldb), a, type,
+                              static_cast<int>(s.lda), &be, c, type, static_cast<int>(s.ldc), CUBLAS_COMPUTE_64F,
+                              CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx(f64)");
+    return;
+  }
+  const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
+  check_cublas(cublasGemmEx(handle, op_b, op_a, n, m, k, &al, b, type, static_cast<int>(s.ldb), a, type,
+                            static_cast<int>(s.lda), &be, c, type, static_cast<int>(s.ldc), CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT),
+               "cublasGemmEx");
+}
+
+}  // namespace cnn::kernels::cuda

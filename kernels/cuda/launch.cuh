@@ -1,0 +1,55 @@
+// The launch vocabulary shared by every custom kernel file. Under nvcc it is plain CUDA; with
+// CNN_CUDA_EMULATION it maps onto the host emulation (emulation.h), so the same kernel source runs
+// on the CPU in tests, also under ThreadSanitizer and AddressSanitizer.
+//
+// Kernels may use: threadIdx/blockIdx/blockDim/gridDim, __syncthreads, static __shared__ arrays,
+// atomicAdd, and the helpers below. No inline PTX, no dynamic shared memory, no warp intrinsics.
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#ifdef CNN_CUDA_EMULATION
+#include "kernels/cuda/emulation.h"
+#else
+#include <cuda_runtime.h>
+#endif
+
+namespace cnn::kernels::cuda {
+
+#ifdef CNN_CUDA_EMULATION
+// Small grids under emulation: every block is a batch of std::threads, and grid-stride loops
+// still get exercised with more than one block.
+constexpr int64_t kMaxBlocks = 3;
+#else
+constexpr int64_t kMaxBlocks = 65535;
+inline void check_launch(const char* kernel) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess)
+    throw std::runtime_error(std::string("CUDA kernel ") + kernel + " failed to launch: " + cudaGetErrorString(err));
+}
+#endif
+
+// Blocks for a grid-stride loop over n elements with `threads` threads per block.
+inline unsigned grid_for(int64_t n, int threads) {
+  int64_t blocks = (n + threads - 1) / threads;
+  if (blocks < 1) blocks = 1;
+  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
+  return static_cast<unsigned>(blocks);
+}
+
+}  // namespace cnn::kernels::cuda
+
+#ifdef CNN_CUDA_EMULATION
+#define CNN_LAUNCH(kernel, grid, block, stream, ...) ::cnn::emu::launch(kernel, dim3(grid), dim3(block), __VA_ARGS__)
+#else
+#define CNN_LAUNCH(kernel, grid, block, stream, ...)                                 \
+  do {                                                                               \
+    kernel<<<dim3(grid), dim3(block), 0, static_cast<cudaStream_t>(stream)>>>(__VA_ARGS__); \
+    ::cnn::kernels::cuda::check_launch(#kernel);                                     \
+  } while (0)
+#endif
+
+// Index of this thread in a 1-D grid, and the grid-stride step.
+#define CNN_GLOBAL_INDEX (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x)
+#define CNN_GRID_STRIDE (static_cast<int64_t>(gridDim.x) * blockDim.x)

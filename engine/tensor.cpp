@@ -116,32 +116,46 @@ void* Tensor::data() const {
 
 // ---- views ----
 
-Tensor Tensor::reshape(const Shape& new_shape) const {
-  std::vector<int64_t> dims = new_shape.to_vector();
+namespace {
+Tensor reshape_dims(const Tensor& self, std::vector<int64_t> dims);
+}
+
+Tensor Tensor::reshape(const Shape& new_shape) const { return reshape_dims(*this, new_shape.to_vector()); }
+
+Tensor Tensor::reshape(std::initializer_list<int64_t> dims) const { return reshape_dims(*this, std::vector<int64_t>(dims)); }
+
+namespace {
+Tensor reshape_dims(const Tensor& self, std::vector<int64_t> dims) {
+  const auto shape_text = [&dims] {
+    std::string s = "[";
+    for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+    return s + "]";
+  }();
   int64_t known = 1;
   int inferred = -1;
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] == -1) {
-      CNN_CHECK(inferred < 0, "reshape of ", describe(*this), " to ", new_shape.str(), ": only one -1 is allowed");
+      CNN_CHECK(inferred < 0, "reshape of ", describe(self), " to ", shape_text, ": only one -1 is allowed");
       inferred = static_cast<int>(i);
     } else {
       known *= dims[i];
     }
   }
   if (inferred >= 0) {
-    CNN_CHECK(known > 0 && numel() % known == 0, "reshape of ", describe(*this), " to ", new_shape.str(),
+    CNN_CHECK(known > 0 && self.numel() % known == 0, "reshape of ", describe(self), " to ", shape_text,
               ": cannot infer the -1 dimension");
-    dims[static_cast<size_t>(inferred)] = numel() / known;
+    dims[static_cast<size_t>(inferred)] = self.numel() / known;
   }
   const Shape target(dims);
-  CNN_CHECK(target.numel() == numel(), "reshape of ", describe(*this), " to ", target.str(), ": ", numel(),
+  CNN_CHECK(target.numel() == self.numel(), "reshape of ", describe(self), " to ", target.str(), ": ", self.numel(),
             " elements cannot become ", target.numel());
-  Tensor view(make_impl(impl_->storage, impl_->offset, target, dtype()));
-  const Shape original = shape();
-  record_op("reshape", {*this}, {view},
+  Tensor view(make_impl(self.impl()->storage, self.impl()->offset, target, self.dtype()));
+  const Shape original = self.shape();
+  record_op("reshape", {self}, {view},
             [original](const std::vector<Tensor>& g) -> std::vector<Tensor> { return {g[0].reshape(original)}; });
   return view;
 }
+}  // namespace
 
 Tensor Tensor::slice(int64_t begin, int64_t end) const {
   CNN_CHECK(dim() >= 1, "slice of a scalar tensor ", describe(*this));

@@ -4,6 +4,7 @@
 // computes gradients is in tape.h.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <iosfwd>
 #include <memory>
 #include <string>
@@ -61,7 +62,8 @@ class Tensor {
   std::string str() const;  // readable printing (shape, dtype, device and values, elided when long)
 
   // ---- views (recorded on the tape, so gradients flow through them) ----
-  Tensor reshape(const Shape& shape) const;  // one dimension may be -1
+  Tensor reshape(const Shape& shape) const;
+  Tensor reshape(std::initializer_list<int64_t> dims) const;  // one dimension may be -1
   Tensor slice(int64_t begin, int64_t end) const;  // [begin, end) of the first axis
   Tensor flatten_rows() const;  // [d0, d1, ..., dk] -> [d0 * ... * d(k-1), dk]
 

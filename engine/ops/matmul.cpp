@@ -13,19 +13,19 @@ namespace cnn {
 namespace {
 // out[m, n] = op(a) op(b) (+ out when accumulate) for 2-D row-major a and b.
 void gemm_into(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out, bool accumulate = false) {
-  kernels::GemmShape s;
-  s.trans_a = trans_a;
-  s.trans_b = trans_b;
-  s.m = trans_a ? a.size(1) : a.size(0);
-  s.k = trans_a ? a.size(0) : a.size(1);
-  s.n = trans_b ? b.size(0) : b.size(1);
-  s.lda = a.size(1);
-  s.ldb = b.size(1);
-  s.ldc = out.size(1);
+  kernels::GemmShape shape;
+  shape.trans_a = trans_a;
+  shape.trans_b = trans_b;
+  shape.m = trans_a ? a.size(1) : a.size(0);
+  shape.k = trans_a ? a.size(0) : a.size(1);
+  shape.n = trans_b ? b.size(0) : b.size(1);
+  shape.lda = a.size(1);
+  shape.ldb = b.size(1);
+  shape.ldc = out.size(1);
   const double beta = accumulate ? 1.0 : 0.0;
-  run_on(a.device(), [&] { kernels::cpu::gemm(a.dtype(), s, 1.0, a.data(), b.data(), beta, out.data()); },
+  run_on(a.device(), [&] { kernels::cpu::gemm(a.dtype(), shape, 1.0, a.data(), b.data(), beta, out.data()); },
          [&](kernels::Stream s) {
-           CNN_IF_CUDA(kernels::cuda::gemm(a.dtype(), s, 1.0, a.data(), b.data(), beta, out.data(),
+           CNN_IF_CUDA(kernels::cuda::gemm(a.dtype(), shape, 1.0, a.data(), b.data(), beta, out.data(),
                                            cuda::cublas_handle(a.device().index), s));
          });
 }

@@ -48,7 +48,13 @@ CNN_HD double philox_element(RandomKind kind, uint64_t seed, uint64_t stream, ui
   if (kind == RandomKind::uniform) return a + (b - a) * (1.0 - u1);
   const double u2 = philox_unit(r.v[2], r.v[3]);
   const double radius = std::sqrt(-2.0 * std::log(u1));
-  return a + b * radius * std::cos(6.283185307179586 * u2);
+#if defined(__CUDA_ARCH__)
+  // cospi needs no large-argument reduction, whose local-memory slow path cos() would compile in.
+  const double c = cospi(2.0 * u2);
+#else
+  const double c = std::cos(6.283185307179586 * u2);
+#endif
+  return a + b * radius * c;
 }
 
 }  // namespace cnn

@@ -15,7 +15,7 @@
 namespace cnn::kernels::cuda {
 
 namespace {
-constexpr int kThreads = 256;
+constexpr int kThreads = kBlockThreads;
 
 template <class T>
 __global__ void unary_forward_kernel(UnaryOp op, const T* x, T* y, int64_t n, compute_t<T> p0, compute_t<T> p1) {

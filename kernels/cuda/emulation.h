@@ -1,7 +1,8 @@
 // Host emulation of the small CUDA vocabulary the project's custom kernels are written in, in the
 // spirit of nvcc's old device-emulation mode. Compiling a kernel file with the host compiler and
 // CNN_CUDA_EMULATION defined makes:
-//   - each CUDA thread of a block a std::thread (so ThreadSanitizer sees real concurrency),
+//   - each CUDA thread of a block a std::thread of a persistent pool (so ThreadSanitizer sees real
+//     concurrency, without paying for thread creation on every block),
 //   - __syncthreads() a barrier over the threads of the block (mutex + condition variable, which
 //     ThreadSanitizer understands as synchronisation),
 //   - __shared__ a static variable (blocks run one at a time, so one copy per kernel suffices),
@@ -15,6 +16,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <mutex>
 #include <thread>
@@ -61,6 +63,66 @@ class BlockBarrier {
 
 inline thread_local BlockBarrier* current_barrier = nullptr;
 
+// Persistent worker threads: run(count, body) executes body(0) ... body(count - 1) on count
+// distinct threads and returns when all have finished.
+class WorkerPool {
+ public:
+  static WorkerPool& instance() {
+    static WorkerPool pool;
+    return pool;
+  }
+
+  void run(unsigned count, const std::function<void(unsigned)>& body) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (workers_.size() < count) {
+      const unsigned index = static_cast<unsigned>(workers_.size());
+      workers_.emplace_back([this, index] { work(index); });
+    }
+    body_ = &body;
+    active_ = count;
+    remaining_ = count;
+    ++generation_;
+    start_.notify_all();
+    done_.wait(lock, [&] { return remaining_ == 0; });
+    body_ = nullptr;
+  }
+
+  ~WorkerPool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+      ++generation_;
+    }
+    start_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+
+ private:
+  void work(unsigned index) {
+    uint64_t seen = 0;
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      start_.wait(lock, [&] { return generation_ != seen; });
+      seen = generation_;
+      if (stop_) return;
+      if (index >= active_) continue;
+      const std::function<void(unsigned)>* body = body_;
+      lock.unlock();
+      (*body)(index);
+      lock.lock();
+      if (--remaining_ == 0) done_.notify_one();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable start_, done_;
+  std::vector<std::thread> workers_;
+  const std::function<void(unsigned)>* body_ = nullptr;
+  unsigned active_ = 0, remaining_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+
 // Runs kernel(args...) over grid x block threads: blocks one after another, the threads of a block
 // concurrently.
 template <class... Params, class... Args>
@@ -70,19 +132,14 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, Args... args) {
     for (unsigned by = 0; by < grid.y; ++by)
       for (unsigned bx = 0; bx < grid.x; ++bx) {
         BlockBarrier barrier(threads);
-        std::vector<std::thread> pool;
-        pool.reserve(threads);
-        for (unsigned t = 0; t < threads; ++t) {
-          pool.emplace_back([&, t] {
-            threadIdx = dim3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
-            blockIdx = dim3(bx, by, bz);
-            blockDim = block;
-            gridDim = grid;
-            current_barrier = &barrier;
-            kernel(static_cast<Params>(args)...);
-          });
-        }
-        for (auto& th : pool) th.join();
+        WorkerPool::instance().run(threads, [&](unsigned t) {
+          threadIdx = dim3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
+          blockIdx = dim3(bx, by, bz);
+          blockDim = block;
+          gridDim = grid;
+          current_barrier = &barrier;
+          kernel(static_cast<Params>(args)...);
+        });
       }
 }
 

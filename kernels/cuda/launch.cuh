@@ -18,11 +18,14 @@
 namespace cnn::kernels::cuda {
 
 #ifdef CNN_CUDA_EMULATION
-// Small grids under emulation: every block is a batch of std::threads, and grid-stride loops
-// still get exercised with more than one block.
+// Small grids and blocks under emulation: every CUDA thread is a host thread and every barrier a
+// round of context switches on a few cores. Grid-stride loops and shared-memory trees still run
+// with several blocks and several levels.
 constexpr int64_t kMaxBlocks = 3;
+constexpr int kBlockThreads = 64;
 #else
 constexpr int64_t kMaxBlocks = 65535;
+constexpr int kBlockThreads = 256;  // threads per block of the 1-D kernels
 inline void check_launch(const char* kernel) {
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess)
@@ -41,7 +44,8 @@ inline unsigned grid_for(int64_t n, int threads) {
 }  // namespace cnn::kernels::cuda
 
 #ifdef CNN_CUDA_EMULATION
-#define CNN_LAUNCH(kernel, grid, block, stream, ...) ::cnn::emu::launch(kernel, dim3(grid), dim3(block), __VA_ARGS__)
+#define CNN_LAUNCH(kernel, grid, block, stream, ...) \
+  ((void)(stream), ::cnn::emu::launch(kernel, dim3(grid), dim3(block), __VA_ARGS__))
 #else
 #define CNN_LAUNCH(kernel, grid, block, stream, ...)                                 \
   do {                                                                               \

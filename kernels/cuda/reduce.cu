@@ -1,5 +1,5 @@
 // Reduction CUDA kernels over the [outer, mid, inner] view of reduce.h.
-// reduce_middle_sum: a block of 32 x 8 threads owns 32 adjacent inner positions of one outer
+// reduce_middle_sum: a block of 32 x 8 threads (32 x 2 under emulation) owns 32 adjacent inner positions of one outer
 //   index; the 8 rows of threads stride over mid, so each warp reads 32 consecutive elements
 //   (coalesced), then the 8 partial sums are combined in shared memory. With inner == 1 (a full
 //   reduction of each outer row) all 256 threads stride over mid instead. Reads the input once,
@@ -16,7 +16,7 @@
 namespace cnn::kernels::cuda {
 
 namespace {
-constexpr int kThreads = 256;
+constexpr int kThreads = kBlockThreads;
 constexpr int kTileInner = 32;
 constexpr int kTileMid = kThreads / kTileInner;
 

@@ -5,6 +5,8 @@
 // the second and third pass. The backward needs one block reduction (sum of gy*y or of gy) and one
 // elementwise pass. The cross-entropy keeps log-probabilities in float (double for f64) for its
 // backward, which is a plain grid-stride pass: (exp(logp) - q) * dloss / rows.
+#include <cmath>
+
 #include "kernels/common/cross_entropy_math.h"
 #include "kernels/common/dispatch.h"
 #include "kernels/common/half.h"
@@ -15,7 +17,7 @@
 namespace cnn::kernels::cuda {
 
 namespace {
-constexpr int kThreads = 256;
+constexpr int kThreads = kBlockThreads;
 
 // Maximum and log of the sum of exp(x - max) of one row, for every thread of the block.
 template <class T, class A>

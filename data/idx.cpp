@@ -1,0 +1,56 @@
+#include "data/idx.h"
+
+#include <zlib.h>
+
+#include <cstring>
+#include <vector>
+
+namespace cnn::data {
+
+namespace {
+// Reads exactly `bytes` bytes or explains why not.
+void read_exact(gzFile file, void* dst, size_t bytes, const std::string& path, const char* what) {
+  size_t done = 0;
+  while (done < bytes) {
+    const unsigned chunk = static_cast<unsigned>(std::min<size_t>(bytes - done, 1u << 30));
+    const int got = gzread(file, static_cast<char*>(dst) + done, chunk);
+    if (got <= 0) {
+      int code = 0;
+      const char* message = gzerror(file, &code);
+      throw Error("IDX file " + path + ": truncated while reading the " + what + " (got " + std::to_string(done) +
+                  " of " + std::to_string(bytes) + " bytes" + (code < 0 ? std::string(", ") + message : "") +
+                  "); download it again");
+    }
+    done += static_cast<size_t>(got);
+  }
+}
+}  // namespace
+
+Tensor read_idx(const std::string& path) {
+  gzFile file = gzopen(path.c_str(), "rb");  // also reads uncompressed files transparently
+  CNN_CHECK(file != nullptr, "cannot open IDX file ", path, ": ", std::strerror(errno));
+  struct Closer {
+    gzFile f;
+    ~Closer() { gzclose(f); }
+  } closer{file};
+
+  unsigned char magic[4];
+  read_exact(file, magic, 4, path, "header");
+  CNN_CHECK(magic[0] == 0 && magic[1] == 0, "IDX file ", path, " does not start with an IDX magic number");
+  CNN_CHECK(magic[2] == 0x08, "IDX file ", path, " holds element type 0x", std::hex, int(magic[2]),
+            "; only unsigned bytes (0x08) are supported");
+  const int rank = magic[3];
+  CNN_CHECK(rank >= 1 && rank <= Shape::kMaxDims, "IDX file ", path, " has rank ", rank, "; expected 1 to ",
+            Shape::kMaxDims);
+  std::vector<int64_t> dims;
+  for (int i = 0; i < rank; ++i) {
+    unsigned char b[4];
+    read_exact(file, b, 4, path, "dimensions");
+    dims.push_back((int64_t(b[0]) << 24) | (int64_t(b[1]) << 16) | (int64_t(b[2]) << 8) | int64_t(b[3]));
+  }
+  Tensor t = Tensor::empty(Shape(dims), DType::u8);
+  read_exact(file, t.data(), t.nbytes(), path, "data");
+  return t;
+}
+
+}  // namespace cnn::data

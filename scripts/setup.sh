@@ -1,0 +1,25 @@
+#!/bin/sh
+# Installs the Debian packages that cnn's build and tests need (only when some are missing), then
+# configures and builds the project into build/ (or $CNN_BUILD_DIR). Safe to run again.
+# The CUDA toolkit is used when nvcc is found (/usr/local/cuda); without it the CPU backend is built.
+set -eu
+cd "$(dirname "$0")/.."
+
+packages="build-essential cmake ccache doctest-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist python3"
+missing=""
+for p in $packages; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "setup: installing$missing"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+build_dir=${CNN_BUILD_DIR:-build}
+jobs=$(nproc)
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release ${CNN_CMAKE_ARGS:-} >/dev/null
+cmake --build "$build_dir" -j "$jobs"
+echo "setup: built in $build_dir"

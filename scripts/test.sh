@@ -1,0 +1,21 @@
+#!/bin/sh
+# Sets everything up (scripts/setup.sh), runs the whole test suite, then the host-emulated CUDA
+# kernel tests again under ThreadSanitizer and AddressSanitizer (each with a deliberately broken
+# kernel that the sanitizer must catch). Tests labelled gpu skip themselves without a GPU.
+set -eu
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+scripts/setup.sh
+jobs=$(nproc)
+build_dir=${CNN_BUILD_DIR:-build}
+ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"
+
+for sanitizer in thread address; do
+  dir="$build_dir-$sanitizer"
+  echo "test: emulated CUDA kernels under the $sanitizer sanitizer"
+  cmake -S . -B "$dir" -DCNN_EMULATION_ONLY_SANITIZER=$sanitizer -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build "$dir" -j "$jobs" >/dev/null
+  # ThreadSanitizer needs a narrower address-space randomisation than some kernels use: run without it.
+  setarch "$(uname -m)" -R ctest --test-dir "$dir" --output-on-failure -j "$jobs"
+done
+echo "test: all passed in $(( $(date +%s) - start )) s"

@@ -1,7 +1,6 @@
 #include "engine/allocator.h"
 
 #include <cstdlib>
-#include <new>
 
 #include "engine/error.h"
 
@@ -92,49 +91,38 @@ void CachingAllocator::release_cached_locked() {
 
 // ---- host allocators ----
 
+void* HostAllocator::allocate(size_t bytes) {
+  void* p = alloc_(bytes);
+  CNN_CHECK(p != nullptr, "out of host memory allocating ", bytes, " bytes (", stats().in_use,
+            " bytes in use); reduce the batch size or the number of loader workers");
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++stats_.allocations;
+  ++stats_.system_allocations;
+  stats_.in_use += bytes;
+  stats_.reserved += bytes;
+  if (stats_.in_use > stats_.peak_in_use) stats_.peak_in_use = stats_.in_use;
+  return p;
+}
+
+void HostAllocator::deallocate(void* ptr, size_t bytes) {
+  if (!ptr) return;
+  free_(ptr);
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.in_use -= bytes;
+  stats_.reserved -= bytes;
+}
+
+AllocatorStats HostAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void HostAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak_in_use = stats_.in_use;
+}
+
 namespace {
-// Host memory with statistics; `pinned` selects page-locked memory through the CUDA runtime when
-// the engine is built with CUDA and a device is present.
-class HostAllocator : public Allocator {
- public:
-  using SystemAlloc = void* (*)(size_t);
-  using SystemFree = void (*)(void*);
-  HostAllocator(SystemAlloc alloc, SystemFree free) : alloc_(alloc), free_(free) {}
-
-  void* allocate(size_t bytes) override {
-    void* p = alloc_(bytes);
-    if (!p) throw std::bad_alloc();
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++stats_.allocations;
-    ++stats_.system_allocations;
-    stats_.in_use += bytes;
-    stats_.reserved += bytes;
-    if (stats_.in_use > stats_.peak_in_use) stats_.peak_in_use = stats_.in_use;
-    return p;
-  }
-  void deallocate(void* ptr, size_t bytes) override {
-    if (!ptr) return;
-    free_(ptr);
-    std::lock_guard<std::mutex> lock(mutex_);
-    stats_.in_use -= bytes;
-    stats_.reserved -= bytes;
-  }
-  AllocatorStats stats() const override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return stats_;
-  }
-  void reset_peak() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stats_.peak_in_use = stats_.in_use;
-  }
-
- private:
-  SystemAlloc alloc_;
-  SystemFree free_;
-  mutable std::mutex mutex_;
-  AllocatorStats stats_;
-};
-
 void* aligned_host_alloc(size_t bytes) {
   const size_t rounded = (bytes + 63) / 64 * 64;
   return std::aligned_alloc(64, rounded == 0 ? 64 : rounded);

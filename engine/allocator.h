@@ -68,6 +68,24 @@ class CachingAllocator : public Allocator {
   AllocatorStats stats_;
 };
 
+// Host memory from a pair of system functions, with statistics (no caching).
+class HostAllocator : public Allocator {
+ public:
+  using SystemAlloc = void* (*)(size_t);  // returns nullptr on failure
+  using SystemFree = void (*)(void*);
+  HostAllocator(SystemAlloc alloc, SystemFree free) : alloc_(alloc), free_(free) {}
+  void* allocate(size_t bytes) override;
+  void deallocate(void* ptr, size_t bytes) override;
+  AllocatorStats stats() const override;
+  void reset_peak() override;
+
+ private:
+  SystemAlloc alloc_;
+  SystemFree free_;
+  mutable std::mutex mutex_;
+  AllocatorStats stats_;
+};
+
 // 64-byte aligned host memory, with statistics.
 Allocator& cpu_allocator();
 // Page-locked host memory for fast host-device copies (plain host memory without CUDA).

@@ -19,6 +19,7 @@ void run_on(const Device& device, CpuFn&& cpu_fn, CudaFn&& cuda_fn) {
   if (device.is_cpu()) {
     cpu_fn();
   } else {
+    cuda::set_device(device.index);
     cuda_fn(cuda::current_stream(device.index));
   }
 }

@@ -76,12 +76,25 @@ void require_device(int device) {
             " CUDA device(s): use cuda:0 .. cuda:", ctx.count - 1);
 }
 
+void set_device(int device) {
+  // Asked of the runtime each time (cheap), so a caller's own cudaSetDevice never leaves us stale.
+  require_device(device);
+  if (current_device() == device) return;
+  check(cudaSetDevice(device), "cudaSetDevice");
+}
+
+int current_device() {
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  return device;
+}
+
 void* current_stream(int device) { return state(device).stream; }
 
 void set_stream(int device, void* stream) { state(device).stream = stream; }
 
 void synchronize(int device) {
-  check(cudaSetDevice(device), "cudaSetDevice");
+  set_device(device);
   check(cudaStreamSynchronize(static_cast<cudaStream_t>(current_stream(device))), "cudaStreamSynchronize");
 }
 
@@ -89,7 +102,7 @@ void* cublas_handle(int device) {
   DeviceState& s = state(device);
   std::lock_guard<std::mutex> lock(context().mutex);
   if (!s.cublas) {
-    check(cudaSetDevice(device), "cudaSetDevice");
+    set_device(device);
     CNN_CHECK(cublasCreate(&s.cublas) == CUBLAS_STATUS_SUCCESS, "cublasCreate failed on cuda:", device);
   }
   return s.cublas;
@@ -102,7 +115,7 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, size
     return;
   }
   const int device = dst_device.is_cuda() ? dst_device.index : src_device.index;
-  check(cudaSetDevice(device), "cudaSetDevice");
+  set_device(device);
   auto stream = static_cast<cudaStream_t>(current_stream(device));
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync");
   if (dst_device.is_cpu() || src_device.is_cpu()) check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
@@ -121,7 +134,7 @@ Allocator& cuda_allocator(int index) {
     s.allocator = std::make_unique<CachingAllocator>(
         [index](size_t bytes) -> void* {
           void* p = nullptr;
-          cudaSetDevice(index);
+          cuda::set_device(index);
           if (cudaMalloc(&p, bytes) != cudaSuccess) {
             cudaGetLastError();
             return nullptr;
@@ -129,7 +142,7 @@ Allocator& cuda_allocator(int index) {
           return p;
         },
         [index](void* p) {
-          cudaSetDevice(index);
+          cuda::set_device(index);
           cudaFree(p);
         },
         [index] { return cuda::current_stream(index); });
@@ -138,42 +151,16 @@ Allocator& cuda_allocator(int index) {
 }
 
 Allocator& pinned_allocator() {
-  struct Pinned : Allocator {
-    mutable std::mutex mutex;
-    AllocatorStats s;
-    void* allocate(size_t bytes) override {
-      void* p = nullptr;
-      if (cuda::is_available()) {
-        if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault) != cudaSuccess) p = nullptr;
-      } else {
-        p = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
-      }
-      CNN_CHECK(p, "could not allocate ", bytes, " bytes of pinned host memory");
-      std::lock_guard<std::mutex> lock(mutex);
-      ++s.allocations;
-      ++s.system_allocations;
-      s.in_use += bytes;
-      s.reserved += bytes;
-      if (s.in_use > s.peak_in_use) s.peak_in_use = s.in_use;
-      return p;
-    }
-    void deallocate(void* p, size_t bytes) override {
-      if (cuda::is_available()) cudaFreeHost(p);
-      else std::free(p);
-      std::lock_guard<std::mutex> lock(mutex);
-      s.in_use -= bytes;
-      s.reserved -= bytes;
-    }
-    AllocatorStats stats() const override {
-      std::lock_guard<std::mutex> lock(mutex);
-      return s;
-    }
-    void reset_peak() override {
-      std::lock_guard<std::mutex> lock(mutex);
-      s.peak_in_use = s.in_use;
-    }
-  };
-  static Pinned* allocator = new Pinned();
+  static HostAllocator* allocator = new HostAllocator(
+      [](size_t bytes) -> void* {
+        if (!cuda::is_available()) return std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+        void* p = nullptr;
+        return cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault) == cudaSuccess ? p : nullptr;
+      },
+      [](void* p) {
+        if (cuda::is_available()) cudaFreeHost(p);
+        else std::free(p);
+      });
   return *allocator;
 }
 
@@ -194,6 +181,8 @@ namespace {
 bool is_available() { return false; }
 int device_count() { return 0; }
 void require_device(int device) { unavailable(device); }
+void set_device(int device) { unavailable(device); }
+int current_device() { unavailable(0); }
 void* current_stream(int device) { unavailable(device); }
 void set_stream(int device, void*) { unavailable(device); }
 void synchronize(int device) { unavailable(device); }

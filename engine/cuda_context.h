@@ -16,6 +16,11 @@ int device_count();
 // cannot be used.
 void require_device(int device);
 
+// Makes `device` the calling thread's current CUDA device (a no-op when it already is); every op
+// on a CUDA tensor does this before launching, so tensors on several devices can be mixed per op.
+void set_device(int device);
+int current_device();
+
 // The stream the engine enqueues device `device`'s work on: the legacy default stream unless a
 // caller installed their own with set_stream (pass nullptr to go back to the default).
 void* current_stream(int device);

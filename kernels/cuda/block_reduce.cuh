@@ -6,32 +6,38 @@
 
 namespace cnn::kernels::cuda {
 
-template <int kThreads, class C>
-__device__ C block_sum(C value, C* scratch) {
+// combine(a, b) must be associative and commutative (a sum, a maximum).
+template <int kThreads, class C, class Combine>
+__device__ C block_reduce(C value, C* scratch, Combine combine) {
   const unsigned t = threadIdx.x;
   scratch[t] = value;
   __syncthreads();
   for (unsigned stride = kThreads / 2; stride > 0; stride >>= 1) {
-    if (t < stride) scratch[t] += scratch[t + stride];
+    if (t < stride) scratch[t] = combine(scratch[t], scratch[t + stride]);
     __syncthreads();
   }
-  const C total = scratch[0];
+  const C result = scratch[0];
   __syncthreads();  // scratch is free for the next reduction only after everyone has read it
-  return total;
+  return result;
+}
+
+template <class C>
+struct Plus {
+  __device__ C operator()(C a, C b) const { return a + b; }
+};
+template <class C>
+struct Max {
+  __device__ C operator()(C a, C b) const { return b > a ? b : a; }
+};
+
+template <int kThreads, class C>
+__device__ C block_sum(C value, C* scratch) {
+  return block_reduce<kThreads>(value, scratch, Plus<C>());
 }
 
 template <int kThreads, class C>
 __device__ C block_max(C value, C* scratch) {
-  const unsigned t = threadIdx.x;
-  scratch[t] = value;
-  __syncthreads();
-  for (unsigned stride = kThreads / 2; stride > 0; stride >>= 1) {
-    if (t < stride && scratch[t + stride] > scratch[t]) scratch[t] = scratch[t + stride];
-    __syncthreads();
-  }
-  const C best = scratch[0];
-  __syncthreads();
-  return best;
+  return block_reduce<kThreads>(value, scratch, Max<C>());
 }
 
 }  // namespace cnn::kernels::cuda

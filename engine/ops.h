@@ -70,6 +70,54 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_sm
 // Mean cross-entropy against soft target distributions [N, K] (MixUp, CutMix).
 Tensor cross_entropy_soft(const Tensor& logits, const Tensor& target_probs);
 
+// ---- convolution and normalisation (engine/ops/conv.cpp, engine/ops/batch_norm.cpp) ----
+// Semantics follow PyTorch's for the same hyper-parameters; only the layout differs (NHWC).
+struct Conv2dOptions {
+  int stride_h = 1, stride_w = 1;
+  int pad_h = 0, pad_w = 0;
+  int dilation_h = 1, dilation_w = 1;
+  int groups = 1;
+};
+// x [N,H,W,C], weight [O,KH,KW,C/groups], bias [O] (or undefined) -> [N,OH,OW,O] with
+// OH = floor((H + 2 pad_h - dilation_h (KH - 1) - 1) / stride_h) + 1 (likewise OW).
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), const Conv2dOptions& options = {});
+
+// Activation fused after batch norm: none, relu, or (residual add then relu) as in ResNet blocks.
+enum class BatchNormActivation { none, relu, add_relu };
+// Batch norm over N, H, W of x [N,H,W,C] with per-channel weight and bias [C] (either may be
+// undefined). Training: normalises with the batch statistics (biased variance) and updates
+// running_mean/running_var in place with PyTorch's convention
+//   running = (1 - momentum) * running + momentum * batch_stat   (unbiased variance for running_var).
+// Eval: normalises with the running statistics. Statistics are f32 for any input dtype.
+// `residual` (same shape as x) is needed with add_relu.
+Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                    const Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5,
+                    BatchNormActivation activation = BatchNormActivation::none, const Tensor& residual = Tensor());
+
+// ---- pooling (engine/ops/pool.cpp) ----
+struct Pool2dOptions {
+  int kernel_h = 2, kernel_w = 2;
+  int stride_h = 2, stride_w = 2;  // PyTorch's default stride is the kernel size
+  int pad_h = 0, pad_w = 0;
+  bool ceil_mode = false;
+  bool count_include_pad = true;  // avg_pool2d only
+};
+Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options);  // ties: the first (row-major) wins
+Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options);
+// PyTorch's adaptive pooling bins: start = floor(i * H / OH), end = ceil((i + 1) * H / OH).
+Tensor adaptive_avg_pool2d(const Tensor& x, int out_h, int out_w);
+Tensor global_avg_pool2d(const Tensor& x);  // [N,H,W,C] -> [N,C]
+
+// ---- regularisation (engine/ops/dropout.cpp) ----
+// Masks come from the Philox generator keyed by (seed, offset, element): the same mask on CPU and
+// CUDA, and in a replayed (checkpointed) forward pass. Identity when p == 0.
+Tensor dropout(const Tensor& x, double p, uint64_t seed, uint64_t offset);
+// Stochastic depth: each sample (first axis) is zeroed with probability p, survivors scaled by 1/(1-p).
+Tensor drop_path(const Tensor& x, double p, uint64_t seed, uint64_t offset);
+
+// ---- shape ops (engine/ops/concat.cpp) ----
+Tensor concat_channels(const std::vector<Tensor>& xs);  // along the last axis; other dims must match
+
 // ---- dtype (engine/ops/cast.cpp) ----
 Tensor cast(const Tensor& x, DType dtype);  // differentiable between floating types
 

@@ -2,6 +2,7 @@
 // allocators and pinned host memory. Without CUDA every entry point explains that it is missing.
 #include "engine/cuda_context.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -15,6 +16,7 @@
 
 #if CNN_WITH_CUDA
 #include <cublas_v2.h>
+#include <cudnn.h>
 #include <cuda_runtime.h>
 #endif
 
@@ -30,6 +32,7 @@ void check(cudaError_t err, const char* what) {
 struct DeviceState {
   void* stream = nullptr;  // nullptr: the legacy default stream
   cublasHandle_t cublas = nullptr;
+  cudnnHandle_t cudnn = nullptr;
   std::unique_ptr<CachingAllocator> allocator;
 };
 
@@ -106,6 +109,17 @@ void* cublas_handle(int device) {
     CNN_CHECK(cublasCreate(&s.cublas) == CUBLAS_STATUS_SUCCESS, "cublasCreate failed on cuda:", device);
   }
   return s.cublas;
+}
+
+void* cudnn_handle(int device) {
+  DeviceState& s = state(device);
+  std::lock_guard<std::mutex> lock(context().mutex);
+  if (!s.cudnn) {
+    set_device(device);
+    const cudnnStatus_t status = cudnnCreate(&s.cudnn);
+    CNN_CHECK(status == CUDNN_STATUS_SUCCESS, "cudnnCreate failed on cuda:", device, ": ", cudnnGetErrorString(status));
+  }
+  return s.cudnn;
 }
 
 void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
@@ -187,6 +201,7 @@ void* current_stream(int device) { unavailable(device); }
 void set_stream(int device, void*) { unavailable(device); }
 void synchronize(int device) { unavailable(device); }
 void* cublas_handle(int device) { unavailable(device); }
+void* cudnn_handle(int device) { unavailable(device); }
 void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
   if (dst_device.is_cuda() || src_device.is_cuda()) unavailable(dst_device.is_cuda() ? dst_device.index : src_device.index);
   if (bytes) std::memcpy(dst, src, bytes);
@@ -203,3 +218,11 @@ Allocator& pinned_allocator() { return cpu_allocator(); }
 }  // namespace cnn
 
 #endif
+
+namespace cnn::cuda {
+namespace {
+std::atomic<bool> benchmark_mode{false};
+}
+void set_cudnn_benchmark(bool on) { benchmark_mode = on; }
+bool cudnn_benchmark() { return benchmark_mode; }
+}  // namespace cnn::cuda

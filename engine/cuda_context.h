@@ -30,6 +30,13 @@ void synchronize(int device);
 // cublasHandle_t of the device, bound to its current stream by each GEMM call.
 void* cublas_handle(int device);
 
+// cudnnHandle_t of the device, bound to its current stream by each convolution.
+void* cudnn_handle(int device);
+// Measured ("find") algorithm choice for convolutions instead of cuDNN's heuristic, like
+// torch.backends.cudnn.benchmark. Off by default; a process-wide setting.
+void set_cudnn_benchmark(bool on);
+bool cudnn_benchmark();
+
 // Copies bytes between any two devices; returns when a copy to host memory has landed.
 void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 

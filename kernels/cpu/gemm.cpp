@@ -22,10 +22,11 @@ std::vector<float> widen(const void* p, int64_t n) {
 
 template <class T>
 void gemm_16bit(const GemmShape& s, double alpha, const void* a, const void* b, double beta, void* c) {
-  // Extent of each operand in elements: rows * leading dimension.
-  const int64_t a_rows = s.trans_a ? s.k : s.m, b_rows = s.trans_b ? s.n : s.k;
-  std::vector<float> fa = widen<T>(a, a_rows * s.lda), fb = widen<T>(b, b_rows * s.ldb);
-  std::vector<float> fc = widen<T>(c, s.m * s.ldc);
+  // Extent of each operand in elements: up to the last element of its last row.
+  const int64_t a_rows = s.trans_a ? s.k : s.m, a_cols = s.trans_a ? s.m : s.k;
+  const int64_t b_rows = s.trans_b ? s.n : s.k, b_cols = s.trans_b ? s.k : s.n;
+  std::vector<float> fa = widen<T>(a, (a_rows - 1) * s.lda + a_cols), fb = widen<T>(b, (b_rows - 1) * s.ldb + b_cols);
+  std::vector<float> fc = widen<T>(c, (s.m - 1) * s.ldc + s.n);
   cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans,
               static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), static_cast<float>(alpha),
               fa.data(), static_cast<int>(s.lda), fb.data(), static_cast<int>(s.ldb), static_cast<float>(beta),

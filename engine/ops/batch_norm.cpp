@@ -1,0 +1,134 @@
+// batch_norm2d over NHWC with fused activation (none, relu, residual add + relu). Training mode
+// normalises with batch statistics and updates the running statistics in place (PyTorch's momentum
+// convention, unbiased running variance); eval mode uses the running statistics. The backward uses
+// the saved input, output (for the relu mask), mean and inverse standard deviation.
+#include "engine/backend.h"
+#include "engine/ops.h"
+#include "engine/ops/op_checks.h"
+#include "engine/tape.h"
+#include "kernels/batch_norm.h"
+
+namespace cnn {
+
+namespace {
+kernels::BatchNormAct kernel_act(BatchNormActivation a) {
+  switch (a) {
+    case BatchNormActivation::relu: return kernels::BatchNormAct::relu;
+    case BatchNormActivation::add_relu: return kernels::BatchNormAct::add_relu;
+    default: return kernels::BatchNormAct::none;
+  }
+}
+
+void check_channel_tensor(const char* what, const Tensor& t, const Tensor& x, DType acc, int64_t c) {
+  if (!t.defined()) return;
+  CNN_CHECK(t.dim() == 1 && t.size(0) == c && t.dtype() == acc && t.device() == x.device(), "batch_norm2d: ", what,
+            " must be ", dtype_name(acc), " [", c, "] on ", x.device().str(), " for input ", describe(x), ", got ",
+            describe(t));
+}
+
+const void* data_or_null(const Tensor& t) { return t.defined() ? t.data() : nullptr; }
+}  // namespace
+
+Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                    const Tensor& running_var, bool training, double momentum, double eps,
+                    BatchNormActivation activation, const Tensor& residual) {
+  op_checks::floating("batch_norm2d", x);
+  CNN_CHECK(x.dim() >= 2, "batch_norm2d: needs [N,H,W,C] (or [N,C]) input, got ", describe(x));
+  const int64_t c = x.size(-1), m = x.numel() / std::max<int64_t>(c, 1);
+  const DType acc = accumulate_dtype(x.dtype());
+  check_channel_tensor("weight", weight, x, acc, c);
+  check_channel_tensor("bias", bias, x, acc, c);
+  check_channel_tensor("running_mean", running_mean, x, acc, c);
+  check_channel_tensor("running_var", running_var, x, acc, c);
+  CNN_CHECK(training || (running_mean.defined() && running_var.defined()),
+            "batch_norm2d: eval mode needs running_mean and running_var");
+  CNN_CHECK(!training || m > 1, "batch_norm2d: training needs more than one value per channel, got ", describe(x),
+            "; use a larger batch or eval mode");
+  const auto act = kernel_act(activation);
+  if (act == kernels::BatchNormAct::add_relu) {
+    op_checks::same_device_dtype("batch_norm2d", x, residual);
+    CNN_CHECK(residual.shape() == x.shape(), "batch_norm2d: residual ", describe(residual), " must match ", describe(x));
+  }
+
+  Tensor mean, invstd;
+  {
+    NoGrad no_grad;
+    if (training) {
+      mean = Tensor::empty({c}, acc, x.device());
+      Tensor var = Tensor::empty({c}, acc, x.device());
+      run_on(x.device(), [&] { kernels::cpu::batch_norm_stats(x.dtype(), x.data(), m, c, mean.data(), var.data()); },
+             [&](kernels::Stream s) {
+               CNN_IF_CUDA(kernels::cuda::batch_norm_stats(x.dtype(), x.data(), m, c, mean.data(), var.data(), s));
+             });
+      invstd = pow(shift(var, eps), -0.5);
+      if (running_mean.defined()) {
+        Tensor rm = running_mean, rv = running_var;
+        rm.copy_(add(scale(running_mean, 1.0 - momentum), scale(mean, momentum)));
+        const double unbias = static_cast<double>(m) / static_cast<double>(m - 1);
+        rv.copy_(add(scale(running_var, 1.0 - momentum), scale(var, momentum * unbias)));
+      }
+    } else {
+      mean = running_mean.detach().clone();
+      invstd = pow(shift(running_var, eps), -0.5);
+    }
+  }
+
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  const void* res = act == kernels::BatchNormAct::add_relu ? residual.data() : nullptr;
+  run_on(x.device(),
+         [&] {
+           kernels::cpu::batch_norm_forward(x.dtype(), x.data(), m, c, mean.data(), invstd.data(), data_or_null(weight),
+                                            data_or_null(bias), res, act, y.data());
+         },
+         [&](kernels::Stream s) {
+           CNN_IF_CUDA(kernels::cuda::batch_norm_forward(x.dtype(), x.data(), m, c, mean.data(), invstd.data(),
+                                                         data_or_null(weight), data_or_null(bias), res, act, y.data(), s));
+         });
+
+  const bool want_x = x.requires_grad(), want_w = weight.requires_grad(), want_b = bias.requires_grad(),
+             want_r = act == kernels::BatchNormAct::add_relu && residual.requires_grad();
+  const Tensor saved_y = act == kernels::BatchNormAct::none ? Tensor() : y.detach();
+  record_op("batch_norm2d", {x, weight, bias, act == kernels::BatchNormAct::add_relu ? residual : Tensor()}, {y},
+            [=](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
+              const Tensor& dy = grads[0];
+              Tensor sum_dz = Tensor::empty({c}, acc, dy.device()), sum_dz_xhat = Tensor::empty({c}, acc, dy.device());
+              run_on(dy.device(),
+                     [&] {
+                       kernels::cpu::batch_norm_backward_reduce(dy.dtype(), dy.data(), data_or_null(saved_y), x.data(), m,
+                                                                c, mean.data(), invstd.data(), act, sum_dz.data(),
+                                                                sum_dz_xhat.data());
+                     },
+                     [&](kernels::Stream s) {
+                       CNN_IF_CUDA(kernels::cuda::batch_norm_backward_reduce(
+                           dy.dtype(), dy.data(), data_or_null(saved_y), x.data(), m, c, mean.data(), invstd.data(), act,
+                           sum_dz.data(), sum_dz_xhat.data(), s));
+                     });
+              std::vector<Tensor> out(4);
+              if (want_x || want_r) {
+                Tensor dx = want_x ? Tensor::empty(x.shape(), x.dtype(), x.device()) : Tensor();
+                Tensor dr = want_r ? Tensor::empty(x.shape(), x.dtype(), x.device()) : Tensor();
+                void* dx_ptr = want_x ? dx.data() : nullptr;
+                void* dr_ptr = want_r ? dr.data() : nullptr;
+                run_on(dy.device(),
+                       [&] {
+                         kernels::cpu::batch_norm_backward_input(dy.dtype(), dy.data(), data_or_null(saved_y), x.data(), m,
+                                                                 c, mean.data(), invstd.data(), data_or_null(weight),
+                                                                 sum_dz.data(), sum_dz_xhat.data(), training, act, dx_ptr,
+                                                                 dr_ptr);
+                       },
+                       [&](kernels::Stream s) {
+                         CNN_IF_CUDA(kernels::cuda::batch_norm_backward_input(
+                             dy.dtype(), dy.data(), data_or_null(saved_y), x.data(), m, c, mean.data(), invstd.data(),
+                             data_or_null(weight), sum_dz.data(), sum_dz_xhat.data(), training, act, dx_ptr, dr_ptr, s));
+                       });
+                out[0] = dx;
+                out[3] = dr;
+              }
+              if (want_w) out[1] = sum_dz_xhat;
+              if (want_b) out[2] = sum_dz;
+              return out;
+            });
+  return y;
+}
+
+}  // namespace cnn

@@ -1,0 +1,136 @@
+// conv2d in NHWC: validation, output size as PyTorch computes it, dispatch to the CPU kernels
+// (im2col + GEMM, direct depthwise) or cuDNN, bias added as a broadcast over the channel axis.
+// Backward: dx by backward-data, dW by backward-filter, db by summing dy over N, OH, OW.
+#include "engine/backend.h"
+#include "engine/ops.h"
+#include "engine/ops/op_checks.h"
+#include "engine/tape.h"
+#include "kernels/conv.h"
+#include "kernels/elementwise.h"
+#include "kernels/reduce.h"
+
+namespace cnn {
+
+namespace {
+using kernels::ConvGeometry;
+
+ConvGeometry geometry(const Tensor& x, const Tensor& w, const Conv2dOptions& o) {
+  ConvGeometry g;
+  g.n = x.size(0);
+  g.h = x.size(1);
+  g.w = x.size(2);
+  g.c = x.size(3);
+  g.o = w.size(0);
+  g.kh = w.size(1);
+  g.kw = w.size(2);
+  g.stride_h = o.stride_h;
+  g.stride_w = o.stride_w;
+  g.pad_h = o.pad_h;
+  g.pad_w = o.pad_w;
+  g.dilation_h = o.dilation_h;
+  g.dilation_w = o.dilation_w;
+  g.groups = o.groups;
+  g.oh = (g.h + 2 * o.pad_h - o.dilation_h * (g.kh - 1) - 1) / o.stride_h + 1;
+  g.ow = (g.w + 2 * o.pad_w - o.dilation_w * (g.kw - 1) - 1) / o.stride_w + 1;
+  return g;
+}
+
+void check_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& o) {
+  op_checks::floating("conv2d", x);
+  op_checks::same_device_dtype("conv2d", x, w);
+  op_checks::rank("conv2d", x, 4, "the input [N,H,W,C]");
+  op_checks::rank("conv2d", w, 4, "the weight [O,KH,KW,C/groups]");
+  CNN_CHECK(o.stride_h > 0 && o.stride_w > 0 && o.dilation_h > 0 && o.dilation_w > 0 && o.pad_h >= 0 && o.pad_w >= 0 &&
+                o.groups > 0,
+            "conv2d: stride and dilation must be positive and padding non-negative");
+  CNN_CHECK(x.size(3) % o.groups == 0 && w.size(0) % o.groups == 0, "conv2d: ", o.groups,
+            " groups must divide the input channels of ", describe(x), " and the output channels of ", describe(w));
+  CNN_CHECK(w.size(3) == x.size(3) / o.groups, "conv2d: weight ", describe(w), " expects ", w.size(3) * o.groups,
+            " input channels (", o.groups, " groups) but the input ", describe(x), " has ", x.size(3),
+            " (weights are [O,KH,KW,C/groups]; OIHW weights need transposing)");
+  if (b.defined()) {
+    op_checks::same_device_dtype("conv2d", x, b);
+    CNN_CHECK(b.dim() == 1 && b.size(0) == w.size(0), "conv2d: bias ", describe(b), " must be [", w.size(0), "]");
+  }
+}
+
+[[maybe_unused]] Tensor workspace(size_t bytes, const Device& device) {  // CUDA builds only
+  return Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, device);
+}
+
+using kernels::cuda::ConvDirection;
+
+Tensor conv_backward_data(const ConvGeometry& g, const Tensor& dy, const Tensor& w) {
+  Tensor dx = Tensor::empty({g.n, g.h, g.w, g.c}, dy.dtype(), dy.device());
+  run_on(dy.device(), [&] { kernels::cpu::conv2d_backward_data(dy.dtype(), g, dy.data(), w.data(), dx.data()); },
+         [&](kernels::Stream s) {
+           CNN_IF_CUDA({
+             void* handle = cuda::cudnn_handle(dy.device().index);
+             const bool bench = cuda::cudnn_benchmark();
+             const size_t bytes = kernels::cuda::conv2d_workspace(ConvDirection::backward_data, dy.dtype(), g, bench, handle);
+             Tensor ws = workspace(bytes, dy.device());
+             kernels::cuda::conv2d_backward_data(dy.dtype(), g, dy.data(), w.data(), dx.data(), ws.data(), bytes, bench,
+                                                 handle, s);
+           });
+         });
+  return dx;
+}
+
+Tensor conv_backward_filter(const ConvGeometry& g, const Tensor& x, const Tensor& dy) {
+  Tensor dw = Tensor::empty({g.o, g.kh, g.kw, g.group_in()}, dy.dtype(), dy.device());
+  run_on(dy.device(), [&] { kernels::cpu::conv2d_backward_filter(dy.dtype(), g, x.data(), dy.data(), dw.data()); },
+         [&](kernels::Stream s) {
+           CNN_IF_CUDA({
+             void* handle = cuda::cudnn_handle(dy.device().index);
+             const bool bench = cuda::cudnn_benchmark();
+             const size_t bytes = kernels::cuda::conv2d_workspace(ConvDirection::backward_filter, dy.dtype(), g, bench, handle);
+             Tensor ws = workspace(bytes, dy.device());
+             kernels::cuda::conv2d_backward_filter(dy.dtype(), g, x.data(), dy.data(), dw.data(), ws.data(), bytes,
+                                                   bench, handle, s);
+           });
+         });
+  return dw;
+}
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
+  check_conv(x, weight, bias, options);
+  const ConvGeometry g = geometry(x, weight, options);
+  CNN_CHECK(g.oh > 0 && g.ow > 0, "conv2d: input ", describe(x), " is smaller than the dilated kernel ", describe(weight),
+            " with padding ", options.pad_h, "x", options.pad_w, ": the output would be empty");
+  Tensor y = Tensor::empty({g.n, g.oh, g.ow, g.o}, x.dtype(), x.device());
+  run_on(x.device(), [&] { kernels::cpu::conv2d_forward(x.dtype(), g, x.data(), weight.data(), y.data()); },
+         [&](kernels::Stream s) {
+           CNN_IF_CUDA({
+             void* handle = cuda::cudnn_handle(x.device().index);
+             const bool bench = cuda::cudnn_benchmark();
+             const size_t bytes = kernels::cuda::conv2d_workspace(ConvDirection::forward, x.dtype(), g, bench, handle);
+             Tensor ws = workspace(bytes, x.device());
+             kernels::cuda::conv2d_forward(x.dtype(), g, x.data(), weight.data(), y.data(), ws.data(), bytes, bench,
+                                           handle, s);
+           });
+         });
+  const int64_t rows = g.n * g.oh * g.ow;
+  if (bias.defined()) {
+    const BroadcastIndex same, per_channel{rows, g.o};
+    run_on(x.device(),
+           [&] { kernels::cpu::binary_forward(BinaryOp::add, x.dtype(), y.data(), same, bias.data(), per_channel, y.data(), y.numel()); },
+           [&](kernels::Stream s) {
+             CNN_IF_CUDA(kernels::cuda::binary_forward(BinaryOp::add, x.dtype(), y.data(), same, bias.data(), per_channel,
+                                                       y.data(), y.numel(), s));
+           });
+  }
+  const bool want_x = x.requires_grad(), want_w = weight.requires_grad(), want_b = bias.defined() && bias.requires_grad();
+  record_op("conv2d", {x, weight, bias}, {y},
+            [g, x, weight, rows, want_x, want_w, want_b](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
+              const Tensor& dy = grads[0];
+              std::vector<Tensor> out(3);
+              if (want_x) out[0] = conv_backward_data(g, dy, weight);
+              if (want_w) out[1] = conv_backward_filter(g, x, dy);
+              if (want_b) out[2] = sum(dy.reshape({rows, g.o}), {0});
+              return out;
+            });
+  return y;
+}
+
+}  // namespace cnn

@@ -1,0 +1,112 @@
+// Pooling over NHWC: max (with the argmax kept for the backward), average (PyTorch's padding and
+// count_include_pad rules, ceil_mode), adaptive average (PyTorch's bins) and global average.
+#include <cmath>
+
+#include "engine/backend.h"
+#include "engine/ops.h"
+#include "engine/ops/op_checks.h"
+#include "engine/tape.h"
+#include "kernels/pool.h"
+
+namespace cnn {
+
+namespace {
+using kernels::PoolGeometry;
+
+int64_t pooled_size(int64_t in, int kernel, int stride, int pad, bool ceil_mode) {
+  const int64_t span = in + 2 * pad - kernel;
+  int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;  // the last window must start inside the input or left padding
+  return out;
+}
+
+PoolGeometry base_geometry(const char* op, const Tensor& x) {
+  op_checks::floating(op, x);
+  op_checks::rank(op, x, 4, "the input [N,H,W,C]");
+  PoolGeometry g;
+  g.n = x.size(0);
+  g.h = x.size(1);
+  g.w = x.size(2);
+  g.c = x.size(3);
+  return g;
+}
+
+PoolGeometry window_geometry(const char* op, const Tensor& x, const Pool2dOptions& o) {
+  PoolGeometry g = base_geometry(op, x);
+  CNN_CHECK(o.kernel_h > 0 && o.kernel_w > 0 && o.stride_h > 0 && o.stride_w > 0, op,
+            ": kernel and stride must be positive");
+  CNN_CHECK(o.pad_h >= 0 && o.pad_w >= 0 && 2 * o.pad_h <= o.kernel_h && 2 * o.pad_w <= o.kernel_w, op,
+            ": padding must be at most half the kernel (got pad ", o.pad_h, "x", o.pad_w, " for kernel ", o.kernel_h,
+            "x", o.kernel_w, ")");
+  g.kh = o.kernel_h;
+  g.kw = o.kernel_w;
+  g.stride_h = o.stride_h;
+  g.stride_w = o.stride_w;
+  g.pad_h = o.pad_h;
+  g.pad_w = o.pad_w;
+  g.count_include_pad = o.count_include_pad;
+  g.oh = pooled_size(g.h, o.kernel_h, o.stride_h, o.pad_h, o.ceil_mode);
+  g.ow = pooled_size(g.w, o.kernel_w, o.stride_w, o.pad_w, o.ceil_mode);
+  CNN_CHECK(g.oh > 0 && g.ow > 0, op, ": input ", describe(x), " is smaller than the ", o.kernel_h, "x", o.kernel_w,
+            " window");
+  return g;
+}
+
+Tensor avg_pool_impl(const char* op, const Tensor& x, const PoolGeometry& g) {
+  Tensor y = Tensor::empty({g.n, g.oh, g.ow, g.c}, x.dtype(), x.device());
+  run_on(x.device(), [&] { kernels::cpu::avg_pool2d_forward(x.dtype(), g, x.data(), y.data()); },
+         [&](kernels::Stream s) { CNN_IF_CUDA(kernels::cuda::avg_pool2d_forward(x.dtype(), g, x.data(), y.data(), s)); });
+  const Shape in_shape = x.shape();
+  record_op(op, {x}, {y}, [g, in_shape](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
+    const Tensor& dy = grads[0];
+    Tensor dx = Tensor::empty(in_shape, dy.dtype(), dy.device());
+    run_on(dy.device(), [&] { kernels::cpu::avg_pool2d_backward(dy.dtype(), g, dy.data(), dx.data()); },
+           [&](kernels::Stream s) { CNN_IF_CUDA(kernels::cuda::avg_pool2d_backward(dy.dtype(), g, dy.data(), dx.data(), s)); });
+    return {dx};
+  });
+  return y;
+}
+}  // namespace
+
+Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
+  const PoolGeometry g = window_geometry("max_pool2d", x, options);
+  Tensor y = Tensor::empty({g.n, g.oh, g.ow, g.c}, x.dtype(), x.device());
+  Tensor argmax = Tensor::empty({g.n, g.oh, g.ow, g.c}, DType::i32, x.device());
+  run_on(x.device(),
+         [&] { kernels::cpu::max_pool2d_forward(x.dtype(), g, x.data(), y.data(), argmax.data_as<int32_t>()); },
+         [&](kernels::Stream s) {
+           CNN_IF_CUDA(kernels::cuda::max_pool2d_forward(x.dtype(), g, x.data(), y.data(), argmax.data_as<int32_t>(), s));
+         });
+  const Shape in_shape = x.shape();
+  record_op("max_pool2d", {x}, {y}, [g, in_shape, argmax](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
+    const Tensor& dy = grads[0];
+    Tensor dx = Tensor::empty(in_shape, dy.dtype(), dy.device());
+    const int32_t* idx = argmax.data_as<int32_t>();
+    run_on(dy.device(), [&] { kernels::cpu::max_pool2d_backward(dy.dtype(), g, dy.data(), idx, dx.data()); },
+           [&](kernels::Stream s) {
+             CNN_IF_CUDA(kernels::cuda::max_pool2d_backward(dy.dtype(), g, dy.data(), idx, dx.data(), s));
+           });
+    return {dx};
+  });
+  return y;
+}
+
+Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options) {
+  return avg_pool_impl("avg_pool2d", x, window_geometry("avg_pool2d", x, options));
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& x, int out_h, int out_w) {
+  PoolGeometry g = base_geometry("adaptive_avg_pool2d", x);
+  CNN_CHECK(out_h > 0 && out_w > 0, "adaptive_avg_pool2d: output size must be positive, got ", out_h, "x", out_w);
+  g.adaptive = true;
+  g.oh = out_h;
+  g.ow = out_w;
+  return avg_pool_impl("adaptive_avg_pool2d", x, g);
+}
+
+Tensor global_avg_pool2d(const Tensor& x) {
+  base_geometry("global_avg_pool2d", x);
+  return mean(x, {1, 2});
+}
+
+}  // namespace cnn

@@ -1,0 +1,42 @@
+// Batch-norm kernels over x viewed as [M, C] (M = N*H*W rows of C channels, NHWC). Statistics,
+// weight, bias and the per-channel sums are in the accumulate dtype A (f32, or f64 for f64 input).
+// The backward is split into a per-channel reduction and an elementwise pass so that SyncBN can
+// all-reduce the per-channel sums between ranks in between.
+#pragma once
+#include <cstdint>
+
+#include "kernels/common/dtype.h"
+
+namespace cnn::kernels {
+
+using Stream = void*;
+
+enum class BatchNormAct : uint8_t { none, relu, add_relu };
+
+#define CNN_BATCH_NORM_KERNELS(...)                                                                         \
+  /* mean[c] and biased var[c] of x over the M rows (two passes: the mean, then squared deviations) */     \
+  void batch_norm_stats(DType dt, const void* x, int64_t m, int64_t c, void* mean, void* var __VA_ARGS__);  \
+  /* y = act((x - mean) * invstd * weight + bias [+ residual]); weight/bias may be null (1 and 0) */       \
+  void batch_norm_forward(DType dt, const void* x, int64_t m, int64_t c, const void* mean, const void* invstd, \
+                          const void* weight, const void* bias, const void* residual, BatchNormAct act,     \
+                          void* y __VA_ARGS__);                                                             \
+  /* dz = dy masked by y > 0 when act is relu/add_relu; sum_dz[c] = sum dz, sum_dz_xhat[c] = sum dz*xhat */ \
+  void batch_norm_backward_reduce(DType dt, const void* dy, const void* y, const void* x, int64_t m,         \
+                                  int64_t c, const void* mean, const void* invstd, BatchNormAct act,          \
+                                  void* sum_dz, void* sum_dz_xhat __VA_ARGS__);                              \
+  /* training: dx = weight*invstd*(dz - sum_dz/M - xhat*sum_dz_xhat/M); eval: dx = weight*invstd*dz;     */ \
+  /* dresidual = dz (add_relu only; may be null) */                                                         \
+  void batch_norm_backward_input(DType dt, const void* dy, const void* y, const void* x, int64_t m,          \
+                                 int64_t c, const void* mean, const void* invstd, const void* weight,         \
+                                 const void* sum_dz, const void* sum_dz_xhat, bool training, BatchNormAct act, \
+                                 void* dx, void* dresidual __VA_ARGS__);
+
+namespace cpu {
+CNN_BATCH_NORM_KERNELS()
+}
+namespace cuda {
+CNN_BATCH_NORM_KERNELS(, Stream stream)
+}
+#undef CNN_BATCH_NORM_KERNELS
+
+}  // namespace cnn::kernels

@@ -1,0 +1,48 @@
+// 2-D convolution in NHWC with weights [O, KH, KW, C/groups] (cuDNN's NHWC filter layout).
+// CPU: im2col + GEMM per sample and group (OpenBLAS), a direct loop when every group has one input
+// channel (depthwise). CUDA: cuDNN, with the algorithm chosen per (geometry, dtype) and cached.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/common/dtype.h"
+
+namespace cnn::kernels {
+
+using Stream = void*;
+
+struct ConvGeometry {
+  int64_t n = 0, h = 0, w = 0, c = 0;  // input [N, H, W, C]
+  int64_t o = 0, kh = 0, kw = 0;       // weight [O, KH, KW, C / groups]
+  int64_t oh = 0, ow = 0;              // output [N, OH, OW, O]
+  int stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1, groups = 1;
+  int64_t group_in() const { return c / groups; }
+  int64_t group_out() const { return o / groups; }
+};
+
+namespace cpu {
+void conv2d_forward(DType dt, const ConvGeometry& g, const void* x, const void* weight, void* y);
+// dx = conv_transpose(dy, w) (overwrites dx)
+void conv2d_backward_data(DType dt, const ConvGeometry& g, const void* dy, const void* weight, void* dx);
+// dw = correlation of x with dy (overwrites dw)
+void conv2d_backward_filter(DType dt, const ConvGeometry& g, const void* x, const void* dy, void* dw);
+}  // namespace cpu
+
+namespace cuda {
+// Algorithm choice: the cuDNN heuristic, or measured (cudnnFind) when `benchmark` is set, like
+// torch.backends.cudnn.benchmark. Chosen algorithms are cached per (geometry, dtype, direction).
+// Each call needs a workspace of the size that the matching *_workspace function returns.
+enum class ConvDirection { forward, backward_data, backward_filter };
+size_t conv2d_workspace(ConvDirection direction, DType dt, const ConvGeometry& g, bool benchmark, void* cudnn_handle);
+void conv2d_forward(DType dt, const ConvGeometry& g, const void* x, const void* weight, void* y, void* workspace,
+                    size_t workspace_bytes, bool benchmark, void* cudnn_handle, Stream stream);
+void conv2d_backward_data(DType dt, const ConvGeometry& g, const void* dy, const void* weight, void* dx,
+                          void* workspace, size_t workspace_bytes, bool benchmark, void* cudnn_handle, Stream stream);
+void conv2d_backward_filter(DType dt, const ConvGeometry& g, const void* x, const void* dy, void* dw,
+                            void* workspace, size_t workspace_bytes, bool benchmark, void* cudnn_handle,
+                            Stream stream);
+// The name of the algorithm the cache holds for this call, for bench_conv ("" if none yet).
+const char* conv2d_algorithm_name(ConvDirection direction, DType dt, const ConvGeometry& g, bool benchmark);
+}  // namespace cuda
+
+}  // namespace cnn::kernels

@@ -1,0 +1,231 @@
+// CPU convolution, NHWC. Per sample and group: im2col gathers each output pixel's receptive field
+// into a row of [OH*OW, KH*KW*Cg] (contiguous reads in NHWC), then one GEMM against the group's
+// weights [Og, KH*KW*Cg] writes the group's output channels. Backward data is the transposed GEMM
+// followed by col2im (accumulating); backward filter accumulates dY^T col over samples.
+// Depthwise-style convolutions (one input channel per group) use direct loops instead.
+// f16/bf16 are widened to float, computed, and rounded back.
+#include <algorithm>
+#include <vector>
+
+#include "kernels/common/dispatch.h"
+#include "kernels/common/half.h"
+#include "kernels/conv.h"
+#include "kernels/gemm.h"
+
+namespace cnn::kernels::cpu {
+
+namespace {
+template <class T>
+constexpr DType dtype_for() {
+  return std::is_same_v<T, double> ? DType::f64 : DType::f32;
+}
+
+// Input coordinate of kernel tap k at output position o, or -1 when it falls in the padding.
+inline int64_t input_index(int64_t o, int64_t k, int stride, int pad, int dilation, int64_t size) {
+  const int64_t i = o * stride - pad + k * dilation;
+  return i >= 0 && i < size ? i : -1;
+}
+
+// col[p, (kh, kw, ci)] = x[n, ih, iw, g*Cg + ci] (0 in the padding)
+template <class T>
+void im2col(const ConvGeometry& g, const T* x, int64_t n, int64_t group, T* col) {
+  const int64_t cg = g.group_in(), k = g.kh * g.kw * cg;
+#pragma omp parallel for schedule(static) if (g.oh * g.ow * k > 65536)
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    for (int64_t ox = 0; ox < g.ow; ++ox) {
+      T* row = col + (oy * g.ow + ox) * k;
+      for (int64_t ky = 0; ky < g.kh; ++ky) {
+        const int64_t iy = input_index(oy, ky, g.stride_h, g.pad_h, g.dilation_h, g.h);
+        for (int64_t kx = 0; kx < g.kw; ++kx) {
+          const int64_t ix = input_index(ox, kx, g.stride_w, g.pad_w, g.dilation_w, g.w);
+          T* dst = row + (ky * g.kw + kx) * cg;
+          if (iy < 0 || ix < 0) {
+            std::fill(dst, dst + cg, T(0));
+          } else {
+            const T* src = x + ((n * g.h + iy) * g.w + ix) * g.c + group * cg;
+            std::copy(src, src + cg, dst);
+          }
+        }
+      }
+    }
+  }
+}
+
+// dx[n, ih, iw, g*Cg + ci] += col[p, (kh, kw, ci)]; serial over output pixels (taps overlap).
+template <class T>
+void col2im_add(const ConvGeometry& g, const T* col, int64_t n, int64_t group, T* dx) {
+  const int64_t cg = g.group_in(), k = g.kh * g.kw * cg;
+  for (int64_t oy = 0; oy < g.oh; ++oy)
+    for (int64_t ox = 0; ox < g.ow; ++ox) {
+      const T* row = col + (oy * g.ow + ox) * k;
+      for (int64_t ky = 0; ky < g.kh; ++ky) {
+        const int64_t iy = input_index(oy, ky, g.stride_h, g.pad_h, g.dilation_h, g.h);
+        if (iy < 0) continue;
+        for (int64_t kx = 0; kx < g.kw; ++kx) {
+          const int64_t ix = input_index(ox, kx, g.stride_w, g.pad_w, g.dilation_w, g.w);
+          if (ix < 0) continue;
+          T* dst = dx + ((n * g.h + iy) * g.w + ix) * g.c + group * cg;
+          const T* src = row + (ky * g.kw + kx) * cg;
+          for (int64_t ci = 0; ci < cg; ++ci) dst[ci] += src[ci];
+        }
+      }
+    }
+}
+
+// ---- depthwise: one input channel per group, output channel o reads input channel o / multiplier ----
+
+template <class T>
+void depthwise_forward(const ConvGeometry& g, const T* x, const T* w, T* y) {
+  const int64_t mult = g.o / g.c;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t oy = 0; oy < g.oh; ++oy)
+      for (int64_t ox = 0; ox < g.ow; ++ox)
+        for (int64_t o = 0; o < g.o; ++o) {
+          T acc = 0;
+          for (int64_t ky = 0; ky < g.kh; ++ky) {
+            const int64_t iy = input_index(oy, ky, g.stride_h, g.pad_h, g.dilation_h, g.h);
+            if (iy < 0) continue;
+            for (int64_t kx = 0; kx < g.kw; ++kx) {
+              const int64_t ix = input_index(ox, kx, g.stride_w, g.pad_w, g.dilation_w, g.w);
+              if (ix < 0) continue;
+              acc += x[((n * g.h + iy) * g.w + ix) * g.c + o / mult] * w[(o * g.kh + ky) * g.kw + kx];
+            }
+          }
+          y[((n * g.oh + oy) * g.ow + ox) * g.o + o] = acc;
+        }
+}
+
+template <class T>
+void depthwise_backward(const ConvGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw) {
+  const int64_t mult = g.o / g.c;
+  if (dx) std::fill(dx, dx + g.n * g.h * g.w * g.c, T(0));
+  if (dw) std::fill(dw, dw + g.o * g.kh * g.kw, T(0));
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t oy = 0; oy < g.oh; ++oy)
+      for (int64_t ox = 0; ox < g.ow; ++ox)
+        for (int64_t o = 0; o < g.o; ++o) {
+          const T grad = dy[((n * g.oh + oy) * g.ow + ox) * g.o + o];
+          for (int64_t ky = 0; ky < g.kh; ++ky) {
+            const int64_t iy = input_index(oy, ky, g.stride_h, g.pad_h, g.dilation_h, g.h);
+            if (iy < 0) continue;
+            for (int64_t kx = 0; kx < g.kw; ++kx) {
+              const int64_t ix = input_index(ox, kx, g.stride_w, g.pad_w, g.dilation_w, g.w);
+              if (ix < 0) continue;
+              const int64_t xi = ((n * g.h + iy) * g.w + ix) * g.c + o / mult, wi = (o * g.kh + ky) * g.kw + kx;
+              if (dx) dx[xi] += grad * w[wi];
+              if (dw) dw[wi] += grad * x[xi];
+            }
+          }
+        }
+}
+
+// ---- im2col + GEMM path ----
+
+template <class T>
+void gemm_forward(const ConvGeometry& g, const T* x, const T* w, T* y) {
+  const int64_t cg = g.group_in(), og = g.group_out(), k = g.kh * g.kw * cg, pixels = g.oh * g.ow;
+  std::vector<T> col(static_cast<size_t>(pixels * k));
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t group = 0; group < g.groups; ++group) {
+      im2col(g, x, n, group, col.data());
+      GemmShape s{false, true, pixels, og, k, k, k, g.o};
+      gemm(dtype_for<T>(), s, 1.0, col.data(), w + group * og * k, 0.0, y + n * pixels * g.o + group * og);
+    }
+}
+
+template <class T>
+void gemm_backward_data(const ConvGeometry& g, const T* dy, const T* w, T* dx) {
+  const int64_t cg = g.group_in(), og = g.group_out(), k = g.kh * g.kw * cg, pixels = g.oh * g.ow;
+  std::vector<T> col(static_cast<size_t>(pixels * k));
+  std::fill(dx, dx + g.n * g.h * g.w * g.c, T(0));
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t group = 0; group < g.groups; ++group) {
+      GemmShape s{false, false, pixels, k, og, g.o, k, k};
+      gemm(dtype_for<T>(), s, 1.0, dy + n * pixels * g.o + group * og, w + group * og * k, 0.0, col.data());
+      col2im_add(g, col.data(), n, group, dx);
+    }
+}
+
+template <class T>
+void gemm_backward_filter(const ConvGeometry& g, const T* x, const T* dy, T* dw) {
+  const int64_t cg = g.group_in(), og = g.group_out(), k = g.kh * g.kw * cg, pixels = g.oh * g.ow;
+  std::vector<T> col(static_cast<size_t>(pixels * k));
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t group = 0; group < g.groups; ++group) {
+      im2col(g, x, n, group, col.data());
+      GemmShape s{true, false, og, k, pixels, g.o, k, k};
+      gemm(dtype_for<T>(), s, 1.0, dy + n * pixels * g.o + group * og, col.data(), n == 0 ? 0.0 : 1.0,
+           dw + group * og * k);
+    }
+}
+
+// Widens 16-bit buffers to float, runs `body` on the float copies, and rounds `out` back.
+template <class T, class Body>
+void through_float(const void* a, int64_t na, const void* b, int64_t nb, void* out, int64_t nout, Body body) {
+  auto widen = [](const void* p, int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = to_compute(static_cast<const T*>(p)[i]);
+    return v;
+  };
+  const std::vector<float> fa = widen(a, na), fb = widen(b, nb);
+  std::vector<float> fout(static_cast<size_t>(nout));
+  body(fa.data(), fb.data(), fout.data());
+  for (int64_t i = 0; i < nout; ++i) static_cast<T*>(out)[i] = from_compute<T>(fout[static_cast<size_t>(i)]);
+}
+
+bool is_depthwise(const ConvGeometry& g) { return g.group_in() == 1 && g.groups > 1; }
+
+// Runs op<C>(a, b, out) with C = float or double, widening 16-bit storage to float.
+template <template <class> class Op>
+void run_typed(DType dt, const char* name, const void* a, int64_t na, const void* b, int64_t nb, void* out, int64_t nout,
+               const ConvGeometry& g) {
+  dispatch_floating(dt, name, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      Op<T>::run(g, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out));
+    } else {
+      through_float<T>(a, na, b, nb, out, nout, [&](const float* fa, const float* fb, float* fo) { Op<float>::run(g, fa, fb, fo); });
+    }
+  });
+}
+
+template <class T>
+struct Forward {
+  static void run(const ConvGeometry& g, const T* x, const T* w, T* y) {
+    if (is_depthwise(g)) depthwise_forward(g, x, w, y);
+    else gemm_forward(g, x, w, y);
+  }
+};
+template <class T>
+struct BackwardData {
+  static void run(const ConvGeometry& g, const T* dy, const T* w, T* dx) {
+    if (is_depthwise(g)) depthwise_backward<T>(g, nullptr, w, dy, dx, nullptr);
+    else gemm_backward_data(g, dy, w, dx);
+  }
+};
+template <class T>
+struct BackwardFilter {
+  static void run(const ConvGeometry& g, const T* x, const T* dy, T* dw) {
+    if (is_depthwise(g)) depthwise_backward<T>(g, x, nullptr, dy, nullptr, dw);
+    else gemm_backward_filter(g, x, dy, dw);
+  }
+};
+}  // namespace
+
+void conv2d_forward(DType dt, const ConvGeometry& g, const void* x, const void* weight, void* y) {
+  run_typed<Forward>(dt, "conv2d_forward", x, g.n * g.h * g.w * g.c, weight, g.o * g.kh * g.kw * g.group_in(), y,
+                     g.n * g.oh * g.ow * g.o, g);
+}
+
+void conv2d_backward_data(DType dt, const ConvGeometry& g, const void* dy, const void* weight, void* dx) {
+  run_typed<BackwardData>(dt, "conv2d_backward_data", dy, g.n * g.oh * g.ow * g.o, weight,
+                          g.o * g.kh * g.kw * g.group_in(), dx, g.n * g.h * g.w * g.c, g);
+}
+
+void conv2d_backward_filter(DType dt, const ConvGeometry& g, const void* x, const void* dy, void* dw) {
+  run_typed<BackwardFilter>(dt, "conv2d_backward_filter", x, g.n * g.h * g.w * g.c, dy, g.n * g.oh * g.ow * g.o, dw,
+                            g.o * g.kh * g.kw * g.group_in(), g);
+}
+
+}  // namespace cnn::kernels::cpu

@@ -1,0 +1,117 @@
+// CPU reference for pooling over NHWC: one output element per (n, oy, ox, c); the backward gathers
+// from the outputs whose windows cover each input element (no scatter, no atomics).
+#include <limits>
+
+#include "kernels/common/dispatch.h"
+#include "kernels/common/half.h"
+#include "kernels/common/pool_math.h"
+#include "kernels/pool.h"
+
+namespace cnn::kernels::cpu {
+
+void max_pool2d_forward(DType dt, const PoolGeometry& g, const void* x, void* y, int32_t* argmax) {
+  dispatch_floating(dt, "max_pool2d_forward", [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    const T* xs = static_cast<const T*>(x);
+    T* ys = static_cast<T*>(y);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t oy = 0; oy < g.oh; ++oy)
+        for (int64_t ox = 0; ox < g.ow; ++ox) {
+          const PoolWindow win = pool_window(g, oy, ox);
+          for (int64_t c = 0; c < g.c; ++c) {
+            C best = -std::numeric_limits<C>::infinity();
+            int64_t best_pos = win.h0 * g.w + win.w0;
+            for (int64_t iy = win.h0; iy < win.h1; ++iy)
+              for (int64_t ix = win.w0; ix < win.w1; ++ix) {
+                const C v = to_compute(xs[((n * g.h + iy) * g.w + ix) * g.c + c]);
+                if (v > best || v != v) {  // strict: the first maximum wins; NaN propagates
+                  best = v;
+                  best_pos = iy * g.w + ix;
+                }
+              }
+            const int64_t out = ((n * g.oh + oy) * g.ow + ox) * g.c + c;
+            ys[out] = from_compute<T>(best);
+            argmax[out] = static_cast<int32_t>(best_pos);
+          }
+        }
+  });
+}
+
+void max_pool2d_backward(DType dt, const PoolGeometry& g, const void* dy, const int32_t* argmax, void* dx) {
+  dispatch_floating(dt, "max_pool2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    const T* dys = static_cast<const T*>(dy);
+    T* dxs = static_cast<T*>(dx);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t iy = 0; iy < g.h; ++iy)
+        for (int64_t ix = 0; ix < g.w; ++ix) {
+          int64_t y0, y1, x0, x1;
+          pool_outputs_covering(iy, g.h, g.oh, g.kh, g.stride_h, g.pad_h, g.adaptive, y0, y1);
+          pool_outputs_covering(ix, g.w, g.ow, g.kw, g.stride_w, g.pad_w, g.adaptive, x0, x1);
+          const int32_t pos = static_cast<int32_t>(iy * g.w + ix);
+          for (int64_t c = 0; c < g.c; ++c) {
+            C acc = 0;
+            for (int64_t oy = y0; oy < y1; ++oy)
+              for (int64_t ox = x0; ox < x1; ++ox) {
+                const int64_t out = ((n * g.oh + oy) * g.ow + ox) * g.c + c;
+                if (argmax[out] == pos) acc += to_compute(dys[out]);
+              }
+            dxs[((n * g.h + iy) * g.w + ix) * g.c + c] = from_compute<T>(acc);
+          }
+        }
+  });
+}
+
+void avg_pool2d_forward(DType dt, const PoolGeometry& g, const void* x, void* y) {
+  dispatch_floating(dt, "avg_pool2d_forward", [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    const T* xs = static_cast<const T*>(x);
+    T* ys = static_cast<T*>(y);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t oy = 0; oy < g.oh; ++oy)
+        for (int64_t ox = 0; ox < g.ow; ++ox) {
+          const PoolWindow win = pool_window(g, oy, ox);
+          for (int64_t c = 0; c < g.c; ++c) {
+            C acc = 0;
+            for (int64_t iy = win.h0; iy < win.h1; ++iy)
+              for (int64_t ix = win.w0; ix < win.w1; ++ix) acc += to_compute(xs[((n * g.h + iy) * g.w + ix) * g.c + c]);
+            ys[((n * g.oh + oy) * g.ow + ox) * g.c + c] = from_compute<T>(acc / static_cast<C>(win.divisor));
+          }
+        }
+  });
+}
+
+void avg_pool2d_backward(DType dt, const PoolGeometry& g, const void* dy, void* dx) {
+  dispatch_floating(dt, "avg_pool2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    const T* dys = static_cast<const T*>(dy);
+    T* dxs = static_cast<T*>(dx);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t iy = 0; iy < g.h; ++iy)
+        for (int64_t ix = 0; ix < g.w; ++ix) {
+          int64_t y0, y1, x0, x1;
+          pool_outputs_covering(iy, g.h, g.oh, g.kh, g.stride_h, g.pad_h, g.adaptive, y0, y1);
+          pool_outputs_covering(ix, g.w, g.ow, g.kw, g.stride_w, g.pad_w, g.adaptive, x0, x1);
+          for (int64_t c = 0; c < g.c; ++c) {
+            C acc = 0;
+            for (int64_t oy = y0; oy < y1; ++oy)
+              for (int64_t ox = x0; ox < x1; ++ox) {
+                const PoolWindow win = pool_window(g, oy, ox);
+                if (iy >= win.h0 && iy < win.h1 && ix >= win.w0 && ix < win.w1)
+                  acc += to_compute(dys[((n * g.oh + oy) * g.ow + ox) * g.c + c]) / static_cast<C>(win.divisor);
+              }
+            dxs[((n * g.h + iy) * g.w + ix) * g.c + c] = from_compute<T>(acc);
+          }
+        }
+  });
+}
+
+}  // namespace cnn::kernels::cpu

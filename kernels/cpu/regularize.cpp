@@ -1,0 +1,50 @@
+// CPU reference for dropout, drop-path and column copies.
+#include <cstring>
+
+#include "kernels/common/dispatch.h"
+#include "kernels/common/dropout_math.h"
+#include "kernels/common/half.h"
+#include "kernels/regularize.h"
+
+namespace cnn::kernels::cpu {
+
+void dropout(DType dt, const void* x, void* y, int64_t n, double p, uint64_t seed, uint64_t offset) {
+  dispatch_floating(dt, "dropout", [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    const T* xs = static_cast<const T*>(x);
+    T* ys = static_cast<T*>(y);
+    const C scale = C(1) / C(1 - p);
+#pragma omp parallel for schedule(static) if (n > 32768)
+    for (int64_t i = 0; i < n; ++i)
+      ys[i] = from_compute<T>(dropout_keep(seed, offset, static_cast<uint64_t>(i), p) ? to_compute(xs[i]) * scale : C(0));
+  });
+}
+
+void drop_path(DType dt, const void* x, void* y, int64_t rows, int64_t row_size, double p, uint64_t seed,
+               uint64_t offset) {
+  dispatch_floating(dt, "drop_path", [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    const T* xs = static_cast<const T*>(x);
+    T* ys = static_cast<T*>(y);
+    const C scale = C(1) / C(1 - p);
+    for (int64_t r = 0; r < rows; ++r) {
+      const C factor = dropout_keep(seed, offset, static_cast<uint64_t>(r), p) ? scale : C(0);
+      for (int64_t j = 0; j < row_size; ++j) ys[r * row_size + j] = from_compute<T>(to_compute(xs[r * row_size + j]) * factor);
+    }
+  });
+}
+
+void copy_columns(DType dt, const void* src, int64_t src_ld, int64_t src_offset, void* dst, int64_t dst_ld,
+                  int64_t dst_offset, int64_t rows, int64_t cols) {
+  const int64_t bytes = dtype_size(dt);
+  const char* s = static_cast<const char*>(src);
+  char* d = static_cast<char*>(dst);
+#pragma omp parallel for schedule(static) if (rows * cols > 65536)
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(d + (r * dst_ld + dst_offset) * bytes, s + (r * src_ld + src_offset) * bytes,
+                static_cast<size_t>(cols * bytes));
+}
+
+}  // namespace cnn::kernels::cpu

@@ -1,0 +1,29 @@
+// Dropout and drop-path masks from Philox, and channel concatenation copies.
+#pragma once
+#include <cstdint>
+
+#include "kernels/common/dtype.h"
+
+namespace cnn::kernels {
+
+using Stream = void*;
+
+#define CNN_REGULARIZE_KERNELS(...)                                                                         \
+  /* y[i] = x[i] * keep(i) / (1 - p), keep(i) = philox(seed, offset + i) >= p; also the backward */       \
+  void dropout(DType dt, const void* x, void* y, int64_t n, double p, uint64_t seed, uint64_t offset __VA_ARGS__); \
+  /* rows of `row_size` elements: y = x * keep(row) / (1 - p) with keep(row) from philox(seed, offset + row) */ \
+  void drop_path(DType dt, const void* x, void* y, int64_t rows, int64_t row_size, double p, uint64_t seed, \
+                 uint64_t offset __VA_ARGS__);                                                               \
+  /* dst[r, dst_offset + j] = src[r, src_offset + j] for r < rows, j < cols; ld = row lengths */           \
+  void copy_columns(DType dt, const void* src, int64_t src_ld, int64_t src_offset, void* dst, int64_t dst_ld, \
+                    int64_t dst_offset, int64_t rows, int64_t cols __VA_ARGS__);
+
+namespace cpu {
+CNN_REGULARIZE_KERNELS()
+}
+namespace cuda {
+CNN_REGULARIZE_KERNELS(, Stream stream)
+}
+#undef CNN_REGULARIZE_KERNELS
+
+}  // namespace cnn::kernels

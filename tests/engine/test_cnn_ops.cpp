@@ -1,0 +1,113 @@
+// Forward semantics of the CNN ops against hand-computed values and PyTorch's rules.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "engine/cnn.h"
+
+using namespace cnn;
+
+TEST_CASE("conv2d computes a hand-checked 2x2 correlation with bias") {
+  // x: 1x3x3x1 = 1..9; w: 1x2x2x1 = [[1, 0], [0, -1]]; y[i, j] = x[i, j] - x[i+1, j+1] + 0.5 = -3.5
+  const Tensor x = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 3, 3, 1});
+  const Tensor w = Tensor::from_vector<float>({1, 0, 0, -1}, {1, 2, 2, 1});
+  const Tensor b = Tensor::from_vector<float>({0.5f}, {1});
+  const Tensor y = conv2d(x, w, b);
+  CHECK(y.shape() == Shape{1, 2, 2, 1});
+  CHECK(y.to_doubles() == std::vector<double>{-3.5, -3.5, -3.5, -3.5});
+  Conv2dOptions o;
+  o.stride_h = o.stride_w = 2;
+  o.pad_h = o.pad_w = 1;
+  CHECK(conv2d(Tensor::zeros({2, 224, 224, 3}), Tensor::zeros({8, 7, 7, 3}), Tensor(), {2, 2, 3, 3, 1, 1, 1}).shape() ==
+        Shape{2, 112, 112, 8});
+  CHECK(conv2d(x, w, Tensor(), o).shape() == Shape{1, 2, 2, 1});
+}
+
+TEST_CASE("conv2d refuses mismatched weights with advice") {
+  CHECK_THROWS_WITH_AS(conv2d(Tensor::zeros({1, 4, 4, 3}), Tensor::zeros({8, 3, 3, 4})),
+                       doctest::Contains("OIHW weights need transposing"), Error);
+  CHECK_THROWS_WITH_AS(conv2d(Tensor::zeros({1, 2, 2, 3}), Tensor::zeros({8, 3, 3, 3})),
+                       doctest::Contains("output would be empty"), Error);
+}
+
+TEST_CASE("batch_norm2d normalises per channel and updates running statistics like PyTorch") {
+  // Channel 0: values 1, 3 (mean 2, biased var 1, unbiased 2); channel 1: 10, 10 (var 0).
+  const Tensor x = Tensor::from_vector<float>({1, 10, 3, 10}, {2, 1, 1, 2});
+  Tensor rm = Tensor::zeros({2}), rv = Tensor::ones({2});
+  const Tensor y = batch_norm2d(x, Tensor::ones({2}), Tensor::zeros({2}), rm, rv, true, 0.1, 1e-5);
+  const std::vector<double> v = y.to_doubles();
+  CHECK(v[0] == doctest::Approx(-1.0 / std::sqrt(1 + 1e-5)));
+  CHECK(v[2] == doctest::Approx(1.0 / std::sqrt(1 + 1e-5)));
+  CHECK(v[1] == doctest::Approx(0.0));
+  CHECK(rm.to_doubles()[0] == doctest::Approx(0.2));   // 0.9 * 0 + 0.1 * 2
+  CHECK(rm.to_doubles()[1] == doctest::Approx(1.0));   // 0.1 * 10
+  CHECK(rv.to_doubles()[0] == doctest::Approx(1.1));   // 0.9 * 1 + 0.1 * 2 (unbiased)
+  CHECK(rv.to_doubles()[1] == doctest::Approx(0.9));
+  // Eval mode uses the running statistics.
+  const Tensor e = batch_norm2d(x, Tensor(), Tensor(), rm, rv, false);
+  CHECK(e.to_doubles()[0] == doctest::Approx((1 - 0.2) / std::sqrt(1.1 + 1e-5)));
+  // Fused residual add + relu.
+  const Tensor r = batch_norm2d(x, Tensor(), Tensor(), rm, rv, false, 0.1, 1e-5, BatchNormActivation::add_relu,
+                                Tensor::full({2, 1, 1, 2}, -100.0));
+  for (double value : r.to_doubles()) CHECK(value == 0.0);
+}
+
+TEST_CASE("pool output sizes and windows follow PyTorch") {
+  Pool2dOptions o;
+  o.kernel_h = o.kernel_w = 3;
+  o.stride_h = o.stride_w = 2;
+  o.pad_h = o.pad_w = 1;
+  CHECK(max_pool2d(Tensor::zeros({1, 112, 112, 1}), o).shape() == Shape{1, 56, 56, 1});
+  Pool2dOptions two;  // kernel 2, stride 2
+  CHECK(max_pool2d(Tensor::zeros({1, 5, 5, 1}), two).shape() == Shape{1, 2, 2, 1});
+  two.ceil_mode = true;
+  CHECK(max_pool2d(Tensor::zeros({1, 5, 5, 1}), two).shape() == Shape{1, 3, 3, 1});
+  // Max-pool ties: the gradient goes to the first maximum in row-major order.
+  const Tensor x = Tensor::from_vector<double>({2, 2, 2, 2}, {1, 2, 2, 1}).requires_grad_();
+  Tape tape;
+  Tensor y;
+  {
+    Tape::Recording rec(tape);
+    y = sum(max_pool2d(x, Pool2dOptions{}));
+  }
+  tape.backward(y);
+  CHECK(x.grad().to_doubles() == std::vector<double>{1, 0, 0, 0});
+  // Average pooling with and without the padding in the divisor.
+  Pool2dOptions a;
+  a.kernel_h = a.kernel_w = 3;
+  a.stride_h = a.stride_w = 1;
+  a.pad_h = a.pad_w = 1;
+  const Tensor ones = Tensor::ones({1, 2, 2, 1});
+  CHECK(avg_pool2d(ones, a).to_doubles()[0] == doctest::Approx(4.0 / 9.0));
+  a.count_include_pad = false;
+  CHECK(avg_pool2d(ones, a).to_doubles()[0] == doctest::Approx(1.0));
+  // Adaptive bins of 5 -> 3: [0,2), [1,4), [3,5).
+  const Tensor row = Tensor::from_vector<float>({1, 2, 3, 4, 5}, {1, 1, 5, 1});
+  CHECK(adaptive_avg_pool2d(row, 1, 3).to_doubles() == std::vector<double>{1.5, 3.0, 4.5});
+  CHECK(global_avg_pool2d(row).to_doubles() == std::vector<double>{3.0});
+}
+
+TEST_CASE("dropout keeps about 1-p of the elements, scaled, and the same mask for the same key") {
+  const Tensor x = Tensor::ones({100000});
+  const std::vector<double> a = dropout(x, 0.25, 5, 0).to_doubles();
+  int64_t kept = 0;
+  for (double v : a) {
+    CHECK((v == 0.0 || std::fabs(v - 1.0 / 0.75) < 1e-6));
+    kept += v != 0.0;
+  }
+  CHECK(std::fabs(static_cast<double>(kept) / 100000.0 - 0.75) < 0.01);
+  CHECK(dropout(x, 0.25, 5, 0).to_doubles() == a);
+  CHECK(dropout(x, 0.25, 6, 0).to_doubles() != a);
+  CHECK(dropout(x, 0.0, 5, 0).to_doubles() == x.to_doubles());
+  // drop_path zeroes whole samples.
+  const std::vector<double> d = drop_path(Tensor::ones({64, 4}), 0.5, 3, 0).to_doubles();
+  for (int r = 0; r < 64; ++r)
+    for (int j = 1; j < 4; ++j) CHECK(d[static_cast<size_t>(r * 4 + j)] == d[static_cast<size_t>(r * 4)]);
+  CHECK_THROWS_AS(dropout(x, 1.0, 0, 0), Error);
+}
+
+TEST_CASE("concat_channels joins along the last axis") {
+  const Tensor a = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2}), b = Tensor::from_vector<float>({5, 6}, {2, 1});
+  CHECK(concat_channels({a, b}).to_doubles() == std::vector<double>{1, 2, 5, 3, 4, 6});
+  CHECK_THROWS_AS(concat_channels({a, Tensor::zeros({3, 1})}), Error);
+}

@@ -3,6 +3,7 @@
 // The backward is split into a per-channel reduction and an elementwise pass so that SyncBN can
 // all-reduce the per-channel sums between ranks in between.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/common/dtype.h"
@@ -35,7 +36,10 @@ namespace cpu {
 CNN_BATCH_NORM_KERNELS()
 }
 namespace cuda {
-CNN_BATCH_NORM_KERNELS(, Stream stream)
+// The CUDA reductions (stats, backward_reduce) write per-block partial sums to a caller-provided
+// workspace of this many bytes, then add them up in a fixed order: results are deterministic.
+size_t batch_norm_workspace_bytes(int64_t m, int64_t c);
+CNN_BATCH_NORM_KERNELS(, void* workspace, Stream stream)
 }
 #undef CNN_BATCH_NORM_KERNELS
 

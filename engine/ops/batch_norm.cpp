@@ -27,6 +27,16 @@ void check_channel_tensor(const char* what, const Tensor& t, const Tensor& x, DT
 }
 
 const void* data_or_null(const Tensor& t) { return t.defined() ? t.data() : nullptr; }
+
+// Scratch for the CUDA kernels' per-block partial sums (unused on the CPU).
+[[maybe_unused]] Tensor cuda_workspace(int64_t m, int64_t c, const Device& device) {
+#if CNN_WITH_CUDA
+  return Tensor::empty({static_cast<int64_t>(kernels::cuda::batch_norm_workspace_bytes(m, c))}, DType::u8, device);
+#else
+  (void)m, (void)c, (void)device;
+  return Tensor();
+#endif
+}
 }  // namespace
 
 Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
@@ -58,7 +68,10 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, c
       Tensor var = Tensor::empty({c}, acc, x.device());
       run_on(x.device(), [&] { kernels::cpu::batch_norm_stats(x.dtype(), x.data(), m, c, mean.data(), var.data()); },
              [&](kernels::Stream s) {
-               CNN_IF_CUDA(kernels::cuda::batch_norm_stats(x.dtype(), x.data(), m, c, mean.data(), var.data(), s));
+               CNN_IF_CUDA({
+                 Tensor ws = cuda_workspace(m, c, x.device());
+                 kernels::cuda::batch_norm_stats(x.dtype(), x.data(), m, c, mean.data(), var.data(), ws.data(), s);
+               });
              });
       invstd = pow(shift(var, eps), -0.5);
       if (running_mean.defined()) {
@@ -82,7 +95,8 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, c
          },
          [&](kernels::Stream s) {
            CNN_IF_CUDA(kernels::cuda::batch_norm_forward(x.dtype(), x.data(), m, c, mean.data(), invstd.data(),
-                                                         data_or_null(weight), data_or_null(bias), res, act, y.data(), s));
+                                                         data_or_null(weight), data_or_null(bias), res, act, y.data(),
+                                                         nullptr, s));
          });
 
   const bool want_x = x.requires_grad(), want_w = weight.requires_grad(), want_b = bias.requires_grad(),
@@ -99,9 +113,12 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, c
                                                                 sum_dz_xhat.data());
                      },
                      [&](kernels::Stream s) {
-                       CNN_IF_CUDA(kernels::cuda::batch_norm_backward_reduce(
-                           dy.dtype(), dy.data(), data_or_null(saved_y), x.data(), m, c, mean.data(), invstd.data(), act,
-                           sum_dz.data(), sum_dz_xhat.data(), s));
+                       CNN_IF_CUDA({
+                         Tensor ws = cuda_workspace(m, c, dy.device());
+                         kernels::cuda::batch_norm_backward_reduce(dy.dtype(), dy.data(), data_or_null(saved_y), x.data(),
+                                                                   m, c, mean.data(), invstd.data(), act, sum_dz.data(),
+                                                                   sum_dz_xhat.data(), ws.data(), s);
+                       });
                      });
               std::vector<Tensor> out(4);
               if (want_x || want_r) {
@@ -119,7 +136,8 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, c
                        [&](kernels::Stream s) {
                          CNN_IF_CUDA(kernels::cuda::batch_norm_backward_input(
                              dy.dtype(), dy.data(), data_or_null(saved_y), x.data(), m, c, mean.data(), invstd.data(),
-                             data_or_null(weight), sum_dz.data(), sum_dz_xhat.data(), training, act, dx_ptr, dr_ptr, s));
+                             data_or_null(weight), sum_dz.data(), sum_dz_xhat.data(), training, act, dx_ptr, dr_ptr,
+                             nullptr, s));
                        });
                 out[0] = dx;
                 out[3] = dr;

@@ -30,8 +30,9 @@ void drop_path(DType dt, const void* x, void* y, int64_t rows, int64_t row_size,
     T* ys = static_cast<T*>(y);
     const C scale = C(1) / C(1 - p);
     for (int64_t r = 0; r < rows; ++r) {
-      const C factor = dropout_keep(seed, offset, static_cast<uint64_t>(r), p) ? scale : C(0);
-      for (int64_t j = 0; j < row_size; ++j) ys[r * row_size + j] = from_compute<T>(to_compute(xs[r * row_size + j]) * factor);
+      const bool keep = dropout_keep(seed, offset, static_cast<uint64_t>(r), p);
+      for (int64_t j = 0; j < row_size; ++j)
+        ys[r * row_size + j] = from_compute<T>(keep ? to_compute(xs[r * row_size + j]) * scale : C(0));
     }
   });
 }

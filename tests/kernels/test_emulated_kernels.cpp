@@ -12,64 +12,12 @@
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
 #include "kernels/softmax.h"
+#include "emulation_test_support.h"
 
 using namespace cnn;
-namespace cpu = cnn::kernels::cpu;
+using namespace cnn::testing;
 namespace emu = cnn::kernels::cuda;
 
-namespace {
-struct Buffer {
-  DType dt;
-  int64_t n;
-  std::vector<uint8_t> bytes;
-  Buffer(DType d, int64_t count) : dt(d), n(count), bytes(static_cast<size_t>(count * dtype_size(d)) + 1) {
-    if (is_floating(d)) cpu::fill(d, data(), n, std::numeric_limits<double>::quiet_NaN());
-  }
-  void* data() { return bytes.data(); }
-  const void* data() const { return bytes.data(); }
-  std::vector<double> values() const {
-    std::vector<double> out(static_cast<size_t>(n));
-    cpu::cast(dt, data(), DType::f64, out.data(), n);
-    return out;
-  }
-};
-
-Buffer random_buffer(DType dt, int64_t n, uint64_t seed, double low = -2.0, double high = 2.0) {
-  Buffer b(dt, n);
-  cpu::random_fill(dt, b.data(), n, RandomKind::uniform, seed, 1, low, high);
-  return b;
-}
-
-// Relative tolerance per dtype: f16/bf16 results may differ by one rounding step.
-double tolerance(DType dt) {
-  switch (dt) {
-    case DType::f16: return 2e-3;
-    case DType::bf16: return 1.6e-2;
-    case DType::f64: return 1e-12;
-    default: return 2e-6;
-  }
-}
-
-void expect_close(const Buffer& got, const Buffer& want, const char* what) {
-  REQUIRE(got.n == want.n);
-  const std::vector<double> g = got.values(), w = want.values();
-  const double tol = tolerance(got.dt);
-  int64_t bad = 0, first_bad = -1;
-  for (size_t i = 0; i < g.size(); ++i) {
-    const bool close = std::fabs(g[i] - w[i]) <= tol * (1.0 + std::fabs(w[i]));  // NaN is never close
-    if (!close) {
-      if (first_bad < 0) first_bad = static_cast<int64_t>(i);
-      ++bad;
-    }
-  }
-  INFO(what << " (" << dtype_name(got.dt) << "): " << bad << " of " << g.size() << " elements differ; first at "
-            << first_bad << ": emulated " << (first_bad >= 0 ? g[first_bad] : 0) << " vs cpu "
-            << (first_bad >= 0 ? w[first_bad] : 0));
-  CHECK(bad == 0);
-}
-
-const DType kFloatTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
-}  // namespace
 
 TEST_CASE("unary kernels, forward and backward, every op") {
   const UnaryOp ops[] = {UnaryOp::relu, UnaryOp::silu, UnaryOp::sigmoid, UnaryOp::tanh, UnaryOp::gelu_tanh,

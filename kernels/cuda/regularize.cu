@@ -1,0 +1,91 @@
+// Dropout, drop-path and column-copy CUDA kernels: grid-stride elementwise passes. Dropout masks are
+// recomputed from Philox (seed, offset, index) with the same function as the CPU (no mask is stored).
+// Traffic: one read and one write per element.
+#include "kernels/common/dispatch.h"
+#include "kernels/common/dropout_math.h"
+#include "kernels/common/half.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/regularize.h"
+
+namespace cnn::kernels::cuda {
+
+namespace {
+constexpr int kThreads = kBlockThreads;
+
+template <class T>
+__global__ void dropout_kernel(const T* x, T* y, int64_t n, double p, uint64_t seed, uint64_t offset, compute_t<T> scale) {
+  using C = compute_t<T>;
+  for (int64_t i = CNN_GLOBAL_INDEX; i < n; i += CNN_GRID_STRIDE)
+    y[i] = from_compute<T>(dropout_keep(seed, offset, static_cast<uint64_t>(i), p) ? to_compute(x[i]) * scale : C(0));
+}
+
+template <class T>
+__global__ void drop_path_kernel(const T* x, T* y, int64_t n, int64_t row_size, double p, uint64_t seed, uint64_t offset,
+                                 compute_t<T> scale) {
+  using C = compute_t<T>;
+  for (int64_t i = CNN_GLOBAL_INDEX; i < n; i += CNN_GRID_STRIDE) {
+    const bool keep = dropout_keep(seed, offset, static_cast<uint64_t>(i / row_size), p);
+    y[i] = from_compute<T>(keep ? to_compute(x[i]) * scale : C(0));
+  }
+}
+
+// Element copy by width: U is an unsigned integer type of the element's size.
+template <class U>
+__global__ void copy_columns_kernel(const U* src, int64_t src_ld, int64_t src_offset, U* dst, int64_t dst_ld,
+                                    int64_t dst_offset, int64_t rows, int64_t cols) {
+  const int64_t n = rows * cols;
+  for (int64_t i = CNN_GLOBAL_INDEX; i < n; i += CNN_GRID_STRIDE) {
+    const int64_t r = i / cols, j = i % cols;
+    dst[r * dst_ld + dst_offset + j] = src[r * src_ld + src_offset + j];
+  }
+}
+}  // namespace
+
+void dropout(DType dt, const void* x, void* y, int64_t n, double p, uint64_t seed, uint64_t offset, Stream stream) {
+  if (n == 0) return;
+  dispatch_floating(dt, "dropout", [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    CNN_LAUNCH(dropout_kernel<T>, grid_for(n, kThreads), kThreads, stream, static_cast<const T*>(x), static_cast<T*>(y),
+               n, p, seed, offset, C(1) / C(1 - p));
+  });
+}
+
+void drop_path(DType dt, const void* x, void* y, int64_t rows, int64_t row_size, double p, uint64_t seed,
+               uint64_t offset, Stream stream) {
+  const int64_t n = rows * row_size;
+  if (n == 0) return;
+  dispatch_floating(dt, "drop_path", [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    CNN_LAUNCH(drop_path_kernel<T>, grid_for(n, kThreads), kThreads, stream, static_cast<const T*>(x), static_cast<T*>(y),
+               n, row_size, p, seed, offset, C(1) / C(1 - p));
+  });
+}
+
+void copy_columns(DType dt, const void* src, int64_t src_ld, int64_t src_offset, void* dst, int64_t dst_ld,
+                  int64_t dst_offset, int64_t rows, int64_t cols, Stream stream) {
+  const int64_t n = rows * cols;
+  if (n == 0) return;
+  const unsigned grid = grid_for(n, kThreads);
+  switch (dtype_size(dt)) {
+    case 1:
+      CNN_LAUNCH(copy_columns_kernel<uint8_t>, grid, kThreads, stream, static_cast<const uint8_t*>(src), src_ld, src_offset,
+                 static_cast<uint8_t*>(dst), dst_ld, dst_offset, rows, cols);
+      return;
+    case 2:
+      CNN_LAUNCH(copy_columns_kernel<uint16_t>, grid, kThreads, stream, static_cast<const uint16_t*>(src), src_ld,
+                 src_offset, static_cast<uint16_t*>(dst), dst_ld, dst_offset, rows, cols);
+      return;
+    case 4:
+      CNN_LAUNCH(copy_columns_kernel<uint32_t>, grid, kThreads, stream, static_cast<const uint32_t*>(src), src_ld,
+                 src_offset, static_cast<uint32_t*>(dst), dst_ld, dst_offset, rows, cols);
+      return;
+    default:
+      CNN_LAUNCH(copy_columns_kernel<uint64_t>, grid, kThreads, stream, static_cast<const uint64_t*>(src), src_ld,
+                 src_offset, static_cast<uint64_t*>(dst), dst_ld, dst_offset, rows, cols);
+      return;
+  }
+}
+
+}  // namespace cnn::kernels::cuda

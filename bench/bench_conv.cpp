@@ -262,18 +262,17 @@ int main(int argc, char** argv) {
           t_bf = median_seconds([&] { kernels::cpu::conv2d_backward_filter(opt.dtype, g, x.data(), dy.data(), dw.data()); },
                                 sync, opt.warmup, opt.repeats);
           if (g.group_in() > 1 || g.groups == 1) {
-            // The forward's GEMMs alone, on a ready column matrix: [OH*OW, K] x [Og, K]^T per sample and group.
-            const int64_t k = g.kh * g.kw * g.group_in(), pixels = g.oh * g.ow, og = g.group_out();
-            const Tensor col = Tensor::uniform({pixels, k}, -1, 1, 4, opt.dtype);
+            // The forward's GEMMs alone, on a ready column matrix: [N*OH*OW, K] x [Og, K]^T per group.
+            const int64_t k = g.kh * g.kw * g.group_in(), rows = g.n * g.oh * g.ow, og = g.group_out();
+            const Tensor col = Tensor::uniform({rows, k}, -1, 1, 4, opt.dtype);
             const double t_gemm = median_seconds(
                 [&] {
-                  for (int64_t n = 0; n < g.n; ++n)
-                    for (int64_t grp = 0; grp < g.groups; ++grp) {
-                      kernels::GemmShape gs{false, true, pixels, og, k, k, k, g.o};
-                      kernels::cpu::gemm(opt.dtype, gs, 1.0, col.data(),
-                                         static_cast<const char*>(w.data()) + grp * og * k * dtype_size(opt.dtype), 0.0,
-                                         static_cast<char*>(y.data()) + (n * pixels * g.o + grp * og) * dtype_size(opt.dtype));
-                    }
+                  for (int64_t grp = 0; grp < g.groups; ++grp) {
+                    kernels::GemmShape gs{false, true, rows, og, k, k, k, g.o};
+                    kernels::cpu::gemm(opt.dtype, gs, 1.0, col.data(),
+                                       static_cast<const char*>(w.data()) + grp * og * k * dtype_size(opt.dtype), 0.0,
+                                       static_cast<char*>(y.data()) + grp * og * dtype_size(opt.dtype));
+                  }
                 },
                 sync, opt.warmup, opt.repeats);
             char buf[80];

@@ -1,8 +1,11 @@
+// IDX files read into u8 tensors, and IDX image/label pairs as datasets (see idx.h).
 #include "data/idx.h"
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 namespace cnn::data {
@@ -51,6 +54,42 @@ Tensor read_idx(const std::string& path) {
   Tensor t = Tensor::empty(Shape(dims), DType::u8);
   read_exact(file, t.data(), t.nbytes(), path, "data");
   return t;
+}
+
+std::shared_ptr<ArrayDataset> open_idx(const std::string& images_path, const std::string& labels_path,
+                                       std::vector<std::string> class_names) {
+  Tensor images = read_idx(images_path);
+  const Tensor labels = read_idx(labels_path);
+  CNN_CHECK(images.dim() == 3 || images.dim() == 4, "IDX file ", images_path, " holds ", images.shape().str(),
+            "; expected images [N, H, W]");
+  CNN_CHECK(labels.dim() == 1, "IDX file ", labels_path, " holds ", labels.shape().str(), "; expected labels [N]");
+  if (images.dim() == 3) images = images.reshape({images.size(0), images.size(1), images.size(2), 1});
+  const uint8_t* y = labels.data_as<uint8_t>();
+  std::vector<int64_t> label_values(y, y + labels.numel());
+  if (class_names.empty()) {
+    const int64_t top = label_values.empty() ? 0 : *std::max_element(label_values.begin(), label_values.end());
+    class_names = numbered_class_names(top + 1);
+  }
+  return std::make_shared<ArrayDataset>(images, std::move(label_values), std::move(class_names),
+                                        images_path + " + " + labels_path);
+}
+
+std::shared_ptr<ArrayDataset> open_mnist(const std::string& dir, bool train, bool fashion) {
+  const std::string prefix = train ? "train" : "t10k";
+  auto find = [&](const std::string& stem) {
+    const std::string raw = dir + "/" + prefix + stem;
+    if (std::filesystem::exists(raw)) return raw;
+    const std::string gz = raw + ".gz";
+    CNN_CHECK(std::filesystem::exists(gz), "no ", prefix, stem, "[.gz] in ", dir,
+              "; point to a folder with the MNIST or Fashion-MNIST IDX files");
+    return gz;
+  };
+  std::vector<std::string> names;
+  if (fashion)
+    names = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
+  else
+    names = numbered_class_names(10);
+  return open_idx(find("-images-idx3-ubyte"), find("-labels-idx1-ubyte"), std::move(names));
 }
 
 }  // namespace cnn::data

@@ -26,6 +26,9 @@ void conv2d_forward(DType dt, const ConvGeometry& g, const void* x, const void* 
 void conv2d_backward_data(DType dt, const ConvGeometry& g, const void* dy, const void* weight, void* dx);
 // dw = correlation of x with dy (overwrites dw)
 void conv2d_backward_filter(DType dt, const ConvGeometry& g, const void* x, const void* dy, void* dw);
+// The im2col buffer budget that decides how many samples share one GEMM (default 32 MiB); returns
+// the previous value. For tests that need several chunks on small shapes.
+int64_t set_im2col_budget_bytes(int64_t bytes);
 }  // namespace cpu
 
 namespace cuda {

@@ -113,7 +113,7 @@ Handle float16_type(DType dt) {
   return t;
 }
 
-// The HDF5 type a dtype is stored as (and read into). Predefined types need no closing.
+// The HDF5 type a dtype is stored as (and read into), as an owned copy.
 Handle storage_type(DType dt) {
   const auto predefined = [](hid_t id) { return Handle(H5Tcopy(id), H5Tclose); };
   switch (dt) {

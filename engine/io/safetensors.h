@@ -21,7 +21,8 @@ struct SafetensorsFile {
   const Tensor& tensor(const std::string& name) const { return find_tensor(tensors, name, source); }
 };
 
-// Writes the tensors (any device; copied to the host) in the given order, 8-byte aligned.
+// Writes the tensors (any device; copied to the host) in the given order, back to back after a
+// header padded with spaces so that the data starts 8-byte aligned (as the reference writer does).
 void save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 // Reads every tensor into CPU memory.

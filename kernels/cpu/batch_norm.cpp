@@ -1,6 +1,8 @@
 // CPU reference for the batch-norm kernels: per-channel loops over the M = N*H*W rows of x [M, C],
 // accumulating in the accumulate type (double for f64 input, float otherwise) row by row, so the
 // result does not depend on the thread count.
+#include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/batch_norm.h"
@@ -11,9 +13,13 @@
 namespace cnn::kernels::cpu {
 
 namespace {
+// A per-channel array, or `fallback` in every channel when p is null; hoisted out of the element
+// loops so that they stay branch-free.
 template <class A>
-A at_or(const void* p, int64_t i, A fallback) {
-  return p ? static_cast<const A*>(p)[i] : fallback;
+std::vector<A> channel_values(const void* p, int64_t c, A fallback) {
+  if (!p) return std::vector<A>(static_cast<size_t>(c), fallback);
+  const A* v = static_cast<const A*>(p);
+  return std::vector<A>(v, v + c);
 }
 }  // namespace
 
@@ -45,16 +51,56 @@ void batch_norm_forward(DType dt, const void* x, int64_t m, int64_t c, const voi
     const T* xs = static_cast<const T*>(x);
     const T* rs = static_cast<const T*>(residual);
     T* ys = static_cast<T*>(y);
+    const std::vector<A> mu = channel_values<A>(mean, c, A(0)), inv = channel_values<A>(invstd, c, A(1)),
+                         w = channel_values<A>(weight, c, A(1)), b = channel_values<A>(bias, c, A(0));
 #pragma omp parallel for schedule(static) if (m * c > 65536)
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t ch = 0; ch < c; ++ch) {
-        const int64_t i = r * c + ch;
-        ys[i] = from_compute<T>(batch_norm_output<A>(to_compute(xs[i]), static_cast<const A*>(mean)[ch],
-                                                     static_cast<const A*>(invstd)[ch], at_or<A>(weight, ch, A(1)),
-                                                     at_or<A>(bias, ch, A(0)), rs ? A(to_compute(rs[i])) : A(0), act));
-      }
+    for (int64_t r = 0; r < m; ++r) {
+      const T* xr = xs + r * c;
+      T* yr = ys + r * c;
+      for (int64_t ch = 0; ch < c; ++ch)
+        yr[ch] = from_compute<T>(batch_norm_output<A>(to_compute(xr[ch]), mu[ch], inv[ch], w[ch], b[ch],
+                                                      rs ? A(to_compute(rs[r * c + ch])) : A(0), act));
+    }
   });
 }
+
+namespace {
+// The backward loops with the mask and mode as compile-time constants, so that the inner loops over
+// the contiguous channels are branch-free and vectorise.
+template <class T, bool kMasked>
+void backward_reduce_rows(const T* dy, const T* y, const T* x, int64_t m, int64_t c, const compute_t<T>* mu,
+                          const compute_t<T>* inv, compute_t<T>* sum_dz, compute_t<T>* sum_dz_xhat) {
+  using A = compute_t<T>;
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const int64_t i = r * c + ch;
+      A dz = to_compute(dy[i]);
+      if constexpr (kMasked) dz = to_compute(y[i]) > A(0) ? dz : A(0);
+      sum_dz[ch] += dz;
+      sum_dz_xhat[ch] += dz * ((to_compute(x[i]) - mu[ch]) * inv[ch]);
+    }
+}
+
+template <class T, bool kMasked, bool kTraining>
+void backward_input_rows(const T* dy, const T* y, const T* x, int64_t m, int64_t c, const compute_t<T>* mu,
+                         const compute_t<T>* inv, const compute_t<T>* w, const compute_t<T>* s1, const compute_t<T>* s2,
+                         T* dx, T* dresidual) {
+  using A = compute_t<T>;
+  const A inv_m = A(1) / static_cast<A>(m);
+#pragma omp parallel for schedule(static) if (m * c > 65536)
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const int64_t i = r * c + ch;
+      A dz = to_compute(dy[i]);
+      if constexpr (kMasked) dz = to_compute(y[i]) > A(0) ? dz : A(0);
+      if (dresidual) dresidual[i] = from_compute<T>(dz);
+      if (dx) {
+        const A xhat = (to_compute(x[i]) - mu[ch]) * inv[ch];
+        dx[i] = from_compute<T>(batch_norm_input_grad<A>(dz, xhat, inv[ch], w[ch], s1[ch], s2[ch], inv_m, kTraining));
+      }
+    }
+}
+}  // namespace
 
 void batch_norm_backward_reduce(DType dt, const void* dy, const void* y, const void* x, int64_t m, int64_t c,
                                 const void* mean, const void* invstd, BatchNormAct act, void* sum_dz_out,
@@ -62,20 +108,16 @@ void batch_norm_backward_reduce(DType dt, const void* dy, const void* y, const v
   dispatch_floating(dt, "batch_norm_backward_reduce", [&](auto tag) {
     using T = decltype(tag);
     using A = compute_t<T>;
-    const T* dys = static_cast<const T*>(dy);
-    const T* ys = static_cast<const T*>(y);
-    const T* xs = static_cast<const T*>(x);
     A* sum_dz = static_cast<A*>(sum_dz_out);
     A* sum_dz_xhat = static_cast<A*>(sum_dz_xhat_out);
-    for (int64_t ch = 0; ch < c; ++ch) sum_dz[ch] = sum_dz_xhat[ch] = A(0);
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t ch = 0; ch < c; ++ch) {
-        const int64_t i = r * c + ch;
-        const A dz = batch_norm_masked_grad<A>(to_compute(dys[i]), ys ? A(to_compute(ys[i])) : A(1), act);
-        const A xhat = (to_compute(xs[i]) - static_cast<const A*>(mean)[ch]) * static_cast<const A*>(invstd)[ch];
-        sum_dz[ch] += dz;
-        sum_dz_xhat[ch] += dz * xhat;
-      }
+    std::fill(sum_dz, sum_dz + c, A(0));
+    std::fill(sum_dz_xhat, sum_dz_xhat + c, A(0));
+    const std::vector<A> mu = channel_values<A>(mean, c, A(0)), inv = channel_values<A>(invstd, c, A(1));
+    const T *dys = static_cast<const T*>(dy), *ys = static_cast<const T*>(y), *xs = static_cast<const T*>(x);
+    if (act != BatchNormAct::none)
+      backward_reduce_rows<T, true>(dys, ys, xs, m, c, mu.data(), inv.data(), sum_dz, sum_dz_xhat);
+    else
+      backward_reduce_rows<T, false>(dys, ys, xs, m, c, mu.data(), inv.data(), sum_dz, sum_dz_xhat);
   });
 }
 
@@ -85,25 +127,20 @@ void batch_norm_backward_input(DType dt, const void* dy, const void* y, const vo
   dispatch_floating(dt, "batch_norm_backward_input", [&](auto tag) {
     using T = decltype(tag);
     using A = compute_t<T>;
-    const T* dys = static_cast<const T*>(dy);
-    const T* ys = static_cast<const T*>(y);
-    const T* xs = static_cast<const T*>(x);
-    T* dxs = static_cast<T*>(dx);
-    T* drs = static_cast<T*>(dresidual);
-    const A inv_m = A(1) / static_cast<A>(m);
-#pragma omp parallel for schedule(static) if (m * c > 65536)
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t ch = 0; ch < c; ++ch) {
-        const int64_t i = r * c + ch;
-        const A dz = batch_norm_masked_grad<A>(to_compute(dys[i]), ys ? A(to_compute(ys[i])) : A(1), act);
-        const A inv = static_cast<const A*>(invstd)[ch];
-        const A xhat = (to_compute(xs[i]) - static_cast<const A*>(mean)[ch]) * inv;
-        if (drs) drs[i] = from_compute<T>(dz);
-        if (dxs)
-          dxs[i] = from_compute<T>(batch_norm_input_grad<A>(dz, xhat, inv, at_or<A>(weight, ch, A(1)),
-                                                            at_or<A>(sum_dz, ch, A(0)), at_or<A>(sum_dz_xhat, ch, A(0)),
-                                                            inv_m, training));
-      }
+    const std::vector<A> mu = channel_values<A>(mean, c, A(0)), inv = channel_values<A>(invstd, c, A(1)),
+                         w = channel_values<A>(weight, c, A(1)), s1 = channel_values<A>(sum_dz, c, A(0)),
+                         s2 = channel_values<A>(sum_dz_xhat, c, A(0));
+    const T *dys = static_cast<const T*>(dy), *ys = static_cast<const T*>(y), *xs = static_cast<const T*>(x);
+    T *dxs = static_cast<T*>(dx), *drs = static_cast<T*>(dresidual);
+    const bool masked = act != BatchNormAct::none;
+    auto run = [&](auto masked_tag, auto training_tag) {
+      backward_input_rows<T, decltype(masked_tag)::value, decltype(training_tag)::value>(
+          dys, ys, xs, m, c, mu.data(), inv.data(), w.data(), s1.data(), s2.data(), dxs, drs);
+    };
+    if (masked && training) run(std::true_type{}, std::true_type{});
+    else if (masked) run(std::true_type{}, std::false_type{});
+    else if (training) run(std::false_type{}, std::true_type{});
+    else run(std::false_type{}, std::false_type{});
   });
 }
 

@@ -1,10 +1,14 @@
-// CPU convolution, NHWC. Per sample and group: im2col gathers each output pixel's receptive field
-// into a row of [OH*OW, KH*KW*Cg] (contiguous reads in NHWC), then one GEMM against the group's
-// weights [Og, KH*KW*Cg] writes the group's output channels. Backward data is the transposed GEMM
-// followed by col2im (accumulating); backward filter accumulates dY^T col over samples.
+// CPU convolution, NHWC. Per chunk of samples and per group: im2col gathers each output pixel's
+// receptive field into a row of [chunk*OH*OW, KH*KW*Cg] (contiguous reads in NHWC), then one GEMM
+// against the group's weights [Og, KH*KW*Cg] writes the group's output channels (consecutive
+// samples' outputs are consecutive rows in NHWC, so a chunk is one GEMM). Chunks hold as many
+// samples as fit a 32 MiB column buffer, so small images make few large GEMMs. Backward data is
+// the transposed GEMM followed by col2im (accumulating); backward filter accumulates dY^T col.
 // Depthwise-style convolutions (one input channel per group) use direct loops instead.
 // f16/bf16 are widened to float, computed, and rounded back.
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <vector>
 
 #include "kernels/common/dispatch.h"
@@ -122,42 +126,61 @@ void depthwise_backward(const ConvGeometry& g, const T* x, const T* w, const T* 
 
 // ---- im2col + GEMM path ----
 
+std::atomic<int64_t> column_budget_bytes{int64_t(32) << 20};
+
+// Samples per chunk: as many as fit the column buffer budget, at least one.
+template <class T>
+int64_t chunk_samples(const ConvGeometry& g) {
+  const int64_t per_sample = g.oh * g.ow * g.kh * g.kw * g.group_in() * static_cast<int64_t>(sizeof(T));
+  return std::clamp<int64_t>(column_budget_bytes.load() / std::max<int64_t>(per_sample, 1), 1, std::max<int64_t>(g.n, 1));
+}
+
 template <class T>
 void gemm_forward(const ConvGeometry& g, const T* x, const T* w, T* y) {
   const int64_t cg = g.group_in(), og = g.group_out(), k = g.kh * g.kw * cg, pixels = g.oh * g.ow;
-  std::vector<T> col(static_cast<size_t>(pixels * k));
-  for (int64_t n = 0; n < g.n; ++n)
+  const int64_t chunk = chunk_samples<T>(g);
+  std::unique_ptr<T[]> col(new T[static_cast<size_t>(chunk * pixels * k)]);  // no zero fill: im2col/GEMM write it all
+  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+    const int64_t count = std::min(chunk, g.n - n0);
     for (int64_t group = 0; group < g.groups; ++group) {
-      im2col(g, x, n, group, col.data());
-      GemmShape s{false, true, pixels, og, k, k, k, g.o};
-      gemm(dtype_for<T>(), s, 1.0, col.data(), w + group * og * k, 0.0, y + n * pixels * g.o + group * og);
+      for (int64_t i = 0; i < count; ++i) im2col(g, x, n0 + i, group, col.get() + i * pixels * k);
+      GemmShape s{false, true, count * pixels, og, k, k, k, g.o};
+      gemm(dtype_for<T>(), s, 1.0, col.get(), w + group * og * k, 0.0, y + n0 * pixels * g.o + group * og);
     }
+  }
 }
 
 template <class T>
 void gemm_backward_data(const ConvGeometry& g, const T* dy, const T* w, T* dx) {
   const int64_t cg = g.group_in(), og = g.group_out(), k = g.kh * g.kw * cg, pixels = g.oh * g.ow;
-  std::vector<T> col(static_cast<size_t>(pixels * k));
+  const int64_t chunk = chunk_samples<T>(g);
+  std::unique_ptr<T[]> col(new T[static_cast<size_t>(chunk * pixels * k)]);  // no zero fill: im2col/GEMM write it all
   std::fill(dx, dx + g.n * g.h * g.w * g.c, T(0));
-  for (int64_t n = 0; n < g.n; ++n)
+  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+    const int64_t count = std::min(chunk, g.n - n0);
     for (int64_t group = 0; group < g.groups; ++group) {
-      GemmShape s{false, false, pixels, k, og, g.o, k, k};
-      gemm(dtype_for<T>(), s, 1.0, dy + n * pixels * g.o + group * og, w + group * og * k, 0.0, col.data());
-      col2im_add(g, col.data(), n, group, dx);
+      GemmShape s{false, false, count * pixels, k, og, g.o, k, k};
+      gemm(dtype_for<T>(), s, 1.0, dy + n0 * pixels * g.o + group * og, w + group * og * k, 0.0, col.get());
+#pragma omp parallel for schedule(static) if (count > 1)
+      for (int64_t i = 0; i < count; ++i) col2im_add(g, col.get() + i * pixels * k, n0 + i, group, dx);
     }
+  }
 }
 
 template <class T>
 void gemm_backward_filter(const ConvGeometry& g, const T* x, const T* dy, T* dw) {
   const int64_t cg = g.group_in(), og = g.group_out(), k = g.kh * g.kw * cg, pixels = g.oh * g.ow;
-  std::vector<T> col(static_cast<size_t>(pixels * k));
-  for (int64_t n = 0; n < g.n; ++n)
+  const int64_t chunk = chunk_samples<T>(g);
+  std::unique_ptr<T[]> col(new T[static_cast<size_t>(chunk * pixels * k)]);  // no zero fill: im2col/GEMM write it all
+  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+    const int64_t count = std::min(chunk, g.n - n0);
     for (int64_t group = 0; group < g.groups; ++group) {
-      im2col(g, x, n, group, col.data());
-      GemmShape s{true, false, og, k, pixels, g.o, k, k};
-      gemm(dtype_for<T>(), s, 1.0, dy + n * pixels * g.o + group * og, col.data(), n == 0 ? 0.0 : 1.0,
+      for (int64_t i = 0; i < count; ++i) im2col(g, x, n0 + i, group, col.get() + i * pixels * k);
+      GemmShape s{true, false, og, k, count * pixels, g.o, k, k};
+      gemm(dtype_for<T>(), s, 1.0, dy + n0 * pixels * g.o + group * og, col.get(), n0 == 0 ? 0.0 : 1.0,
            dw + group * og * k);
     }
+  }
 }
 
 // Widens 16-bit buffers to float, runs `body` on the float copies, and rounds `out` back.
@@ -212,6 +235,8 @@ struct BackwardFilter {
   }
 };
 }  // namespace
+
+int64_t set_im2col_budget_bytes(int64_t bytes) { return column_budget_bytes.exchange(bytes); }
 
 void conv2d_forward(DType dt, const ConvGeometry& g, const void* x, const void* weight, void* y) {
   run_typed<Forward>(dt, "conv2d_forward", x, g.n * g.h * g.w * g.c, weight, g.o * g.kh * g.kw * g.group_in(), y,

@@ -5,6 +5,7 @@
 
 #include "engine/cnn.h"
 #include "gradcheck.h"
+#include "kernels/conv.h"
 
 using namespace cnn;
 using namespace cnn::testing;
@@ -44,6 +45,14 @@ TEST_CASE("gradcheck conv2d: stride, padding, dilation, groups, depthwise") {
     expect_gradients([o](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], in.size() > 2 ? in[2] : Tensor(), o); },
                      inputs);
   }
+}
+
+TEST_CASE("gradcheck conv2d when the batch is split into several im2col chunks") {
+  // A budget of one sample's columns: each sample becomes its own GEMM (and 3 samples, 3 chunks).
+  const int64_t previous = kernels::cpu::set_im2col_budget_bytes(5 * 5 * 3 * 3 * 3 * 8);
+  expect_gradients([](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], in[2], {1, 1, 1, 1, 1, 1, 1}); },
+                   {uniform64({3, 5, 5, 3}, 250), uniform64({4, 3, 3, 3}, 251), uniform64({4}, 252)});
+  kernels::cpu::set_im2col_budget_bytes(previous);
 }
 
 TEST_CASE("gradcheck batch_norm2d: train and eval, none / relu / add_relu") {

@@ -1,0 +1,48 @@
+// The dataset interface: a fixed number of samples, each an 8-bit HWC image and an integer label,
+// with class names. Implementations: in-memory arrays (IDX, CIFAR; array_dataset.h), image files
+// listed by a folder tree or a list file (file_dataset.h) and files packed by cnn_pack
+// (packed_dataset.h). load() is called from many loader threads at once and must be thread-safe.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/decode.h"
+#include "data/image.h"
+
+namespace cnn::data {
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+
+  virtual int64_t size() const = 0;
+  // The label of sample `index`, known without decoding it.
+  virtual int64_t label(int64_t index) const = 0;
+  // Decodes sample `index` with `options.channels` channels. Data that cannot be decoded raises
+  // CorruptImageError (which the loader may skip); anything else raises cnn::Error.
+  virtual Image load(int64_t index, const DecodeOptions& options) const = 0;
+  // Where sample `index` comes from, for messages: a file path, or "file.h5 [index]".
+  virtual std::string source(int64_t index) const = 0;
+
+  const std::vector<std::string>& class_names() const { return class_names_; }
+  int64_t num_classes() const { return static_cast<int64_t>(class_names_.size()); }
+
+ protected:
+  // Checks that every label is in [0, num_classes) at start-up; `where` names the dataset.
+  void check_labels(const std::string& where) const;
+
+  std::vector<std::string> class_names_;
+};
+
+using DatasetPtr = std::shared_ptr<const Dataset>;
+
+// The whole file as bytes. A file that cannot be opened or read is a CorruptImageError (the loader
+// skips it): files may vanish or turn unreadable while a run is going.
+std::vector<uint8_t> read_file_bytes(const std::string& path);
+
+// "0", "1", ..., for datasets that carry no class names.
+std::vector<std::string> numbered_class_names(int64_t count);
+
+}  // namespace cnn::data

@@ -1,0 +1,319 @@
+// The packed HDF5 format: writer (cnn_pack), reader (PackedDataset) and the corrupt-file scan.
+// Pixel files are written from a Loader (u8 batches, Resize + CenterCrop), which decodes in
+// parallel and skips corrupt files; the HDF5 writes happen on the calling thread.
+#include "data/packed_dataset.h"
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "data/file_dataset.h"
+#include "data/loader.h"
+
+namespace cnn::data {
+
+namespace {
+constexpr const char* kFormat = "cnn-pack-1";
+constexpr hsize_t kEncodedChunk = 1 << 20;
+
+// Owns an HDF5 identifier and closes it with the matching function.
+class H5 {
+ public:
+  H5(hid_t id, herr_t (*close)(hid_t), const std::string& what) : id_(id), close_(close) {
+    CNN_CHECK(id >= 0, "HDF5: ", what, " failed");
+  }
+  ~H5() {
+    if (id_ >= 0) close_(id_);
+  }
+  H5(const H5&) = delete;
+  H5& operator=(const H5&) = delete;
+  hid_t get() const { return id_; }
+  hid_t release() {
+    const hid_t id = id_;
+    id_ = -1;
+    return id;
+  }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+void check(herr_t status, const std::string& what) { CNN_CHECK(status >= 0, "HDF5: ", what, " failed"); }
+
+void write_string_attribute(hid_t object, const char* name, const std::string& value) {
+  H5 type(H5Tcopy(H5T_C_S1), H5Tclose, "string type");
+  check(H5Tset_size(type.get(), value.size()), "H5Tset_size");
+  H5 space(H5Screate(H5S_SCALAR), H5Sclose, "scalar space");
+  H5 attr(H5Acreate2(object, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+          std::string("creating attribute ") + name);
+  check(H5Awrite(attr.get(), type.get(), value.data()), std::string("writing attribute ") + name);
+}
+
+std::string read_string_attribute(hid_t object, const char* name, const std::string& path) {
+  CNN_CHECK(H5Aexists(object, name) > 0, path, " has no '", name, "' attribute; it was not written by cnn_pack");
+  H5 attr(H5Aopen(object, name, H5P_DEFAULT), H5Aclose, std::string("opening attribute ") + name);
+  H5 type(H5Aget_type(attr.get()), H5Tclose, "attribute type");
+  CNN_CHECK(H5Tget_class(type.get()) == H5T_STRING && !H5Tis_variable_str(type.get()), path, ": attribute ", name,
+            " is not a fixed-length string");
+  std::string value(H5Tget_size(type.get()), '\0');
+  check(H5Aread(attr.get(), type.get(), value.data()), std::string("reading attribute ") + name);
+  while (!value.empty() && value.back() == '\0') value.pop_back();
+  return value;
+}
+
+// An extendible 1-D or 4-D u8/i64 dataset grown as records arrive.
+hid_t create_extendible(hid_t file, const char* name, hid_t type, std::vector<hsize_t> chunk) {
+  std::vector<hsize_t> dims(chunk.size(), 0), max(chunk.size(), H5S_UNLIMITED);
+  for (size_t i = 1; i < chunk.size(); ++i) dims[i] = max[i] = chunk[i];
+  H5 space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), max.data()), H5Sclose, "dataspace");
+  H5 props(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dataset properties");
+  check(H5Pset_chunk(props.get(), static_cast<int>(chunk.size()), chunk.data()), "H5Pset_chunk");
+  return H5Dcreate2(file, name, type, space.get(), H5P_DEFAULT, props.get(), H5P_DEFAULT);
+}
+
+// Appends `count` records of `record_elems` elements at `at` (in records) along the first axis.
+void append(hid_t dataset, hid_t type, const void* data, hsize_t at, hsize_t count, const std::string& what) {
+  H5 space(H5Dget_space(dataset), H5Sclose, what + " space");
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  dims[0] = at + count;
+  check(H5Dset_extent(dataset, dims.data()), "extending " + what);
+  H5 file_space(H5Dget_space(dataset), H5Sclose, what + " space");
+  std::vector<hsize_t> start(static_cast<size_t>(rank), 0), size = dims;
+  start[0] = at;
+  size[0] = count;
+  check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, size.data(), nullptr),
+        "selecting " + what);
+  H5 memory(H5Screate_simple(rank, size.data(), nullptr), H5Sclose, "memory space");
+  check(H5Dwrite(dataset, type, memory.get(), file_space.get(), H5P_DEFAULT, data), "writing " + what);
+}
+
+void write_class_names(hid_t file, const std::vector<std::string>& names) {
+  H5 type(H5Tcopy(H5T_C_S1), H5Tclose, "string type");
+  check(H5Tset_size(type.get(), H5T_VARIABLE), "H5Tset_size");
+  const hsize_t count = names.size();
+  H5 space(H5Screate_simple(1, &count, nullptr), H5Sclose, "class name space");
+  H5 set(H5Dcreate2(file, "class_names", type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose,
+         "creating class_names");
+  std::vector<const char*> pointers;
+  for (const auto& n : names) pointers.push_back(n.c_str());
+  check(H5Dwrite(set.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, pointers.data()), "writing class_names");
+}
+
+std::vector<std::string> read_class_names(hid_t file, const std::string& path) {
+  H5 set(H5Dopen2(file, "class_names", H5P_DEFAULT), H5Dclose, path + ": opening class_names");
+  H5 space(H5Dget_space(set.get()), H5Sclose, "class name space");
+  const hssize_t count = H5Sget_simple_extent_npoints(space.get());
+  H5 type(H5Tcopy(H5T_C_S1), H5Tclose, "string type");
+  check(H5Tset_size(type.get(), H5T_VARIABLE), "H5Tset_size");
+  std::vector<char*> pointers(static_cast<size_t>(count), nullptr);
+  check(H5Dread(set.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, pointers.data()), path + ": reading class_names");
+  std::vector<std::string> names(pointers.begin(), pointers.end());
+  H5Dvlen_reclaim(type.get(), space.get(), H5P_DEFAULT, pointers.data());
+  return names;
+}
+
+std::vector<int64_t> read_i64(hid_t file, const char* name, const std::string& path) {
+  H5 set(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose, path + ": opening " + name);
+  H5 space(H5Dget_space(set.get()), H5Sclose, "space");
+  std::vector<int64_t> values(static_cast<size_t>(H5Sget_simple_extent_npoints(space.get())));
+  if (!values.empty())
+    check(H5Dread(set.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), path + ": reading " + name);
+  return values;
+}
+
+// Reads `count` elements of `dataset` starting at `start` along a flattened first axis.
+void read_range(hid_t dataset, std::vector<hsize_t> start, std::vector<hsize_t> count, void* out,
+                const std::string& what) {
+  H5 file_space(H5Dget_space(dataset), H5Sclose, what);
+  check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr), what);
+  H5 memory(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), H5Sclose, what);
+  if (H5Dread(dataset, H5T_NATIVE_UINT8, memory.get(), file_space.get(), H5P_DEFAULT, out) < 0)
+    throw CorruptImageError(what + ": HDF5 read failed (damaged file?)");
+}
+
+void default_log(const std::string& m) { std::fprintf(stderr, "cnn_pack: %s\n", m.c_str()); }
+}  // namespace
+
+// ---- reader ----
+PackedDataset::PackedDataset(const std::string& path) : path_(path) {
+  CNN_CHECK(std::filesystem::exists(path), "packed dataset ", path, " does not exist; make one with cnn_pack");
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become cnn::Errors, not HDF5's stack dumps
+  H5 file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, "opening " + path + " (not an HDF5 file?)");
+  const std::string format = read_string_attribute(file.get(), "format", path);
+  CNN_CHECK(format == kFormat, path, " has format '", format, "'; this version reads ", kFormat);
+  const std::string storage = read_string_attribute(file.get(), "storage", path);
+  CNN_CHECK(storage == "pixels" || storage == "encoded", path, ": unknown storage '", storage, "'");
+  encoded_ = storage == "encoded";
+  labels_ = read_i64(file.get(), "labels", path);
+  class_names_ = read_class_names(file.get(), path);
+  H5 data(H5Dopen2(file.get(), encoded_ ? "encoded" : "images", H5P_DEFAULT), H5Dclose, path + ": opening the images");
+  if (encoded_) {
+    offsets_ = read_i64(file.get(), "offsets", path);
+    CNN_CHECK(offsets_.size() == labels_.size() + 1, path, ": ", offsets_.size(), " offsets for ", labels_.size(),
+              " labels; the file is damaged, pack it again");
+  } else {
+    H5 space(H5Dget_space(data.get()), H5Sclose, "images space");
+    hsize_t dims[4] = {0, 0, 0, 0};
+    CNN_CHECK(H5Sget_simple_extent_ndims(space.get()) == 4, path, ": images are not [N, H, W, C]");
+    H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+    CNN_CHECK(dims[0] == labels_.size(), path, ": ", dims[0], " images but ", labels_.size(), " labels");
+    for (int i = 0; i < 3; ++i) shape_[i] = static_cast<int>(dims[i + 1]);
+  }
+  check_labels(path);
+  file_ = file.release();
+  data_ = data.release();
+}
+
+PackedDataset::~PackedDataset() {
+  if (data_ >= 0) H5Dclose(data_);
+  if (file_ >= 0) H5Fclose(file_);
+}
+
+Image PackedDataset::load(int64_t index, const DecodeOptions& options) const {
+  const auto i = static_cast<hsize_t>(index);
+  if (encoded_) {
+    const auto begin = static_cast<hsize_t>(offsets_[i]), end = static_cast<hsize_t>(offsets_[i + 1]);
+    std::vector<uint8_t> bytes(end - begin);
+    if (!bytes.empty()) read_range(data_, {begin}, {end - begin}, bytes.data(), source(index));
+    return decode_image(bytes.data(), bytes.size(), options, source(index));
+  }
+  Image image(shape_[0], shape_[1], shape_[2]);
+  read_range(data_, {i, 0, 0, 0},
+             {1, static_cast<hsize_t>(shape_[0]), static_cast<hsize_t>(shape_[1]), static_cast<hsize_t>(shape_[2])},
+             image.pixels.data(), source(index));
+  return convert_channels(std::move(image), options.channels);
+}
+
+// ---- writer ----
+PackReport pack_dataset(const Dataset& dataset, const std::string& out_path, const PackOptions& options) {
+  const auto log = options.log ? options.log : default_log;
+  const auto* files = dynamic_cast<const FileDataset*>(&dataset);
+  CNN_CHECK(!options.encoded || files != nullptr,
+            "--encoded keeps the original files' bytes, so it needs an image folder or a list file");
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  const std::string temp = out_path + ".tmp";
+  struct RemoveUnlessDone {  // a failed run leaves no half-written file behind
+    const std::string& path;
+    bool done = false;
+    ~RemoveUnlessDone() {
+      std::error_code ec;
+      if (!done) std::filesystem::remove(path, ec);
+    }
+  } cleanup{temp};
+  H5 file(H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose, "creating " + temp);
+  write_string_attribute(file.get(), "format", kFormat);
+  write_string_attribute(file.get(), "storage", options.encoded ? "encoded" : "pixels");
+  write_class_names(file.get(), dataset.class_names());
+  H5 labels(create_extendible(file.get(), "labels", H5T_NATIVE_INT64, {4096}), H5Dclose, "creating labels");
+  PackReport report;
+  std::vector<int64_t> batch_labels;
+
+  if (options.encoded) {
+    H5 encoded(create_extendible(file.get(), "encoded", H5T_NATIVE_UINT8, {kEncodedChunk}), H5Dclose,
+               "creating encoded");
+    std::vector<int64_t> offsets = {0};
+    for (int64_t i = 0; i < dataset.size(); ++i) {
+      std::vector<uint8_t> bytes;
+      try {
+        bytes = files->encoded(i);
+        decode_image(bytes.data(), bytes.size(), {.channels = options.channels}, dataset.source(i));  // readable?
+      } catch (const CorruptImageError& e) {
+        log(std::string("skipping unreadable sample: ") + e.what());
+        report.skipped.push_back(dataset.source(i));
+        continue;
+      }
+      append(encoded.get(), H5T_NATIVE_UINT8, bytes.data(), static_cast<hsize_t>(offsets.back()), bytes.size(),
+             "encoded bytes");
+      offsets.push_back(offsets.back() + static_cast<int64_t>(bytes.size()));
+      const int64_t y = dataset.label(i);
+      append(labels.get(), H5T_NATIVE_INT64, &y, static_cast<hsize_t>(report.written++), 1, "labels");
+    }
+    const hsize_t count = offsets.size();
+    H5 space(H5Screate_simple(1, &count, nullptr), H5Sclose, "offsets space");
+    H5 set(H5Dcreate2(file.get(), "offsets", H5T_NATIVE_INT64, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+           H5Dclose, "creating offsets");
+    check(H5Dwrite(set.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, offsets.data()), "writing offsets");
+  } else {
+    int side_h = options.size, side_w = options.size;
+    std::vector<TransformPtr> transforms;
+    if (options.size > 0) {
+      transforms = {std::make_shared<Resize>(options.size), std::make_shared<CenterCrop>(options.size, options.size)};
+    } else {  // native size: every image must have the first one's
+      const Image first = dataset.load(0, {.channels = options.channels});
+      side_h = first.height, side_w = first.width;
+    }
+    const Pipeline pipeline(transforms, side_h, side_w, options.channels, Normalize::identity(options.channels));
+    LoaderOptions lo;
+    lo.batch_size = 64;
+    lo.workers = options.workers;
+    lo.shuffle = false;
+    lo.dtype = DType::u8;
+    lo.pinned = false;
+    lo.log = log;
+    Loader loader(std::shared_ptr<const Dataset>(&dataset, [](const Dataset*) {}), pipeline, lo);
+    const hsize_t chunk[4] = {1, static_cast<hsize_t>(side_h), static_cast<hsize_t>(side_w),
+                              static_cast<hsize_t>(options.channels)};
+    H5 images(create_extendible(file.get(), "images", H5T_NATIVE_UINT8, {chunk[0], chunk[1], chunk[2], chunk[3]}),
+              H5Dclose, "creating images");
+    loader.start_epoch(0);
+    int64_t next_report = 10000;
+    while (auto batch = loader.next()) {
+      const auto n = static_cast<hsize_t>(batch->size());
+      if (n == 0) continue;
+      append(images.get(), H5T_NATIVE_UINT8, batch->images.data(), static_cast<hsize_t>(report.written), n, "images");
+      append(labels.get(), H5T_NATIVE_INT64, batch->labels.data(), static_cast<hsize_t>(report.written), n, "labels");
+      report.written += static_cast<int64_t>(n);
+      if (report.written >= next_report) {
+        log("packed " + std::to_string(report.written) + " of " + std::to_string(dataset.size()) + " images");
+        next_report += 10000;
+      }
+    }
+    report.skipped = loader.corrupt_files();
+  }
+  CNN_CHECK(report.written > 0, "no readable images in the dataset; nothing was packed");
+  check(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), "flushing " + temp);
+  H5Fclose(file.release());
+  std::filesystem::rename(temp, out_path);
+  cleanup.done = true;
+  return report;
+}
+
+// ---- scan ----
+std::vector<std::pair<std::string, std::string>> check_dataset(const Dataset& dataset, int workers) {
+  std::atomic<int64_t> next{0};
+  std::mutex mutex;
+  std::vector<std::pair<int64_t, std::string>> bad;
+  std::vector<std::thread> threads;
+  std::exception_ptr failure;
+  for (int w = 0; w < std::max(workers, 1); ++w)
+    threads.emplace_back([&] {
+      for (int64_t i = next++; i < dataset.size(); i = next++) {
+        try {
+          dataset.load(i, {.channels = 3});
+        } catch (const CorruptImageError& e) {
+          std::lock_guard<std::mutex> lock(mutex);
+          bad.emplace_back(i, e.what());
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (!failure) failure = std::current_exception();
+          next = dataset.size();
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  if (failure) std::rethrow_exception(failure);
+  std::sort(bad.begin(), bad.end());
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto& [index, reason] : bad) out.emplace_back(dataset.source(index), std::move(reason));
+  return out;
+}
+
+}  // namespace cnn::data

@@ -1,0 +1,22 @@
+// Bilinear resampling with antialiasing, the way PIL and torchvision (antialias=True) do it: each
+// output pixel is a weighted mean of the input pixels under a triangle filter centred on it, whose
+// radius is one output pixel measured in input pixels when shrinking (so every input pixel
+// contributes, no aliasing) and one input pixel when enlarging (plain bilinear interpolation).
+// Separable: a horizontal pass into a float buffer over the rows the vertical pass needs, then a
+// vertical pass rounding to 8 bits.
+#pragma once
+#include "data/image.h"
+
+namespace cnn::data {
+
+// A rectangle of the source image in pixels: rows [top, top + height), columns [left, left + width).
+struct Box {
+  int top = 0, left = 0, height = 0, width = 0;
+  bool operator==(const Box&) const = default;
+};
+
+// Resamples `box` of `source` to out_h x out_w. Filter taps may reach outside the box (into the
+// rest of the image) but never outside the image, as with PIL's resize(box=...).
+Image resample(const Image& source, const Box& box, int out_h, int out_w);
+
+}  // namespace cnn::data

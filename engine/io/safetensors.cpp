@@ -1,0 +1,179 @@
+// safetensors reading and writing (see safetensors.h): JSON header through nlohmann-json, tensor
+// bytes streamed straight between the file and tensor memory.
+#include "engine/io/safetensors.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "engine/error.h"
+#include "engine/io/atomic_file.h"
+
+namespace cnn::io {
+
+static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian, as is the host");
+
+namespace {
+
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the reference reader's limit
+
+const std::pair<DType, const char*> kDTypeNames[] = {{DType::f32, "F32"}, {DType::f64, "F64"}, {DType::f16, "F16"},
+                                                     {DType::bf16, "BF16"}, {DType::i32, "I32"}, {DType::i64, "I64"},
+                                                     {DType::u8, "U8"}};
+
+const char* safetensors_name(DType dt) {
+  for (const auto& [d, name] : kDTypeNames)
+    if (d == dt) return name;
+  throw Error("unreachable dtype");
+}
+
+[[noreturn]] void fail(const std::filesystem::path& path, const std::string& what) {
+  throw Error("safetensors file '" + path.string() + "': " + what);
+}
+
+DType parse_safetensors_dtype(const std::string& name, const std::string& tensor, const std::filesystem::path& path) {
+  for (const auto& [d, n] : kDTypeNames)
+    if (name == n) return d;
+  fail(path, "tensor '" + tensor + "' has dtype '" + name +
+                 "', which cnn does not hold; supported: F32, F64, F16, BF16, I32, I64, U8 (convert it first)");
+}
+
+void write_file(const std::filesystem::path& path, const std::vector<Tensor>& host, const NamedTensors& tensors,
+                const std::map<std::string, std::string>& metadata) {
+  nlohmann::json header = nlohmann::json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const std::string& name = tensors[i].first;
+    CNN_CHECK(!name.empty() && name != "__metadata__" && !header.contains(name), "safetensors file '", path.string(),
+              "': tensor name '", name, "' is empty, reserved or used twice; give every tensor its own name");
+    const uint64_t bytes = host[i].nbytes();
+    header[name] = {{"dtype", safetensors_name(host[i].dtype())},
+                    {"shape", host[i].shape().to_vector()},
+                    {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - (8 + text.size()) % 8) % 8, ' ');
+  const uint64_t length = text.size();
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) fail(path, "cannot create the file (does the folder exist, and is it writable?)");
+  out.write(reinterpret_cast<const char*>(&length), sizeof length);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  for (const Tensor& t : host) out.write(static_cast<const char*>(t.data()), static_cast<std::streamsize>(t.nbytes()));
+  out.close();
+  if (!out) fail(path, "writing failed (is the disk full?)");
+}
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin, end;
+};
+
+Entry parse_entry(const std::string& name, const nlohmann::json& info, const std::filesystem::path& path) {
+  const auto bad = [&](const std::string& why) { fail(path, "bad header entry for tensor '" + name + "': " + why); };
+  if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") || !info.contains("data_offsets"))
+    bad("it needs \"dtype\", \"shape\" and \"data_offsets\"");
+  if (!info["dtype"].is_string()) bad("\"dtype\" is not a string");
+  Entry e{name, parse_safetensors_dtype(info["dtype"].get<std::string>(), name, path), {}, 0, 0};
+  const nlohmann::json& shape = info["shape"];
+  if (!shape.is_array() || shape.size() > static_cast<size_t>(Shape::kMaxDims))
+    bad("\"shape\" is not an array of at most " + std::to_string(Shape::kMaxDims) + " sizes");
+  uint64_t numel = 1;
+  for (const nlohmann::json& d : shape) {
+    if (!d.is_number_unsigned()) bad("\"shape\" holds something other than a non-negative integer");
+    e.shape.push_back(d.get<int64_t>());
+    numel *= d.get<uint64_t>();
+  }
+  const nlohmann::json& offsets = info["data_offsets"];
+  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
+    bad("\"data_offsets\" is not a pair of non-negative integers");
+  e.begin = offsets[0].get<uint64_t>();
+  e.end = offsets[1].get<uint64_t>();
+  if (e.end < e.begin || e.end - e.begin != numel * static_cast<uint64_t>(dtype_size(e.dtype)))
+    bad("\"data_offsets\" [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + ") do not span the " +
+        std::to_string(numel) + " elements of its shape");
+  return e;
+}
+
+}  // namespace
+
+void save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  std::vector<Tensor> host;
+  for (const auto& [name, t] : tensors) {
+    CNN_CHECK(t.defined(), "safetensors file '", path.string(), "': tensor '", name, "' is undefined; nothing to save");
+    host.push_back(t.to(Device::cpu()));
+  }
+  write_atomically(path, [&](const std::filesystem::path& tmp) { write_file(tmp, host, tensors, metadata); });
+}
+
+SafetensorsFile load_safetensors(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) fail(path, "does not exist (or is not a regular file); check the path");
+  const uint64_t file_size = std::filesystem::file_size(path, ec);
+  std::ifstream in(path, std::ios::binary);
+  if (ec || !in) fail(path, "cannot be opened for reading");
+  if (file_size < 8) fail(path, "is " + std::to_string(file_size) + " bytes long, too short for the 8-byte header length (truncated?)");
+  uint64_t header_length = 0;
+  in.read(reinterpret_cast<char*>(&header_length), sizeof header_length);
+  if (header_length > kMaxHeaderBytes || header_length > file_size - 8)
+    fail(path, "the header length " + std::to_string(header_length) + " exceeds the file's " +
+                   std::to_string(file_size - 8) + " remaining bytes (truncated, or not a safetensors file)");
+  std::string text(header_length, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(header_length));
+  if (!in) fail(path, "cannot read its header");
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, std::string("the header is not valid JSON: ") + e.what());
+  }
+  if (!header.is_object()) fail(path, "the header is not a JSON object");
+
+  SafetensorsFile out;
+  out.source = "safetensors file '" + path.string() + "'";
+  std::vector<Entry> entries;
+  for (const auto& [name, info] : header.items()) {
+    if (name == "__metadata__") {
+      if (!info.is_object()) fail(path, "\"__metadata__\" is not an object of strings");
+      for (const auto& [key, value] : info.items()) {
+        if (!value.is_string()) fail(path, "metadata '" + key + "' is not a string");
+        out.metadata[key] = value.get<std::string>();
+      }
+      continue;
+    }
+    entries.push_back(parse_entry(name, info, path));
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;  // empty tensors first at a shared offset
+  });
+  const uint64_t data_size = file_size - 8 - header_length;
+  uint64_t expected = 0;
+  for (const Entry& e : entries) {
+    if (e.begin != expected)
+      fail(path, "tensor '" + e.name + "' starts at byte " + std::to_string(e.begin) + " of the data, expected " +
+                     std::to_string(expected) + " (overlapping or gapped data offsets: a corrupt header)");
+    expected = e.end;
+  }
+  if (expected > data_size)
+    fail(path, "the header describes " + std::to_string(expected) + " bytes of data but the file holds " +
+                   std::to_string(data_size) + " (truncated?)");
+  if (expected < data_size)
+    fail(path, std::to_string(data_size - expected) + " bytes follow the last tensor's data (a corrupt header?)");
+  for (const Entry& e : entries) {
+    Tensor t = Tensor::empty(Shape(e.shape), e.dtype);
+    in.seekg(static_cast<std::streamoff>(8 + header_length + e.begin));
+    in.read(static_cast<char*>(t.data()), static_cast<std::streamsize>(e.end - e.begin));
+    if (!in) fail(path, "cannot read the data of tensor '" + e.name + "'");
+    out.tensors.emplace_back(e.name, std::move(t));
+  }
+  return out;
+}
+
+}  // namespace cnn::io

@@ -1,0 +1,71 @@
+// BatchNorm2d (see batch_norm.h).
+#include "layers/batch_norm.h"
+
+#include "engine/tape.h"
+#include "layers/shape_trace.h"
+
+namespace cnn {
+
+BatchNorm2d::BatchNorm2d(int channels, double eps, double momentum)
+    : Module("BatchNorm2d"), channels_(channels), eps_(eps), momentum_(momentum) {
+  CNN_CHECK(channels > 0, "BatchNorm2d(", channels, "): the number of channels must be positive");
+  CNN_CHECK(eps > 0 && momentum >= 0 && momentum <= 1, "BatchNorm2d(", channels, ", eps ", eps, ", momentum ",
+            momentum, "): eps must be positive and momentum in [0, 1]");
+  weight_ = add_parameter("weight", {channels}, ParamRole::norm_weight, ParamInit::constant(1.0));
+  bias_ = add_parameter("bias", {channels}, ParamRole::norm_bias, ParamInit::constant(0.0));
+  running_mean_ = add_buffer("running_mean", {channels}, DType::f32, ParamInit::constant(0.0));
+  running_var_ = add_buffer("running_var", {channels}, DType::f32, ParamInit::constant(1.0));
+  batches_ = add_buffer("num_batches_tracked", Shape{}, DType::i64, ParamInit::constant(0.0));
+}
+
+void BatchNorm2d::zero_init_weight() { set_parameter_init(weight_, ParamInit::constant(0.0)); }
+
+Tensor BatchNorm2d::compute(const Tensor& x) { return forward_fused(x, BatchNormActivation::none); }
+
+Tensor BatchNorm2d::forward_fused(const Tensor& x, BatchNormActivation activation, const Tensor& residual) {
+  // Statistics and affine terms are kept in the accumulation dtype of the input: f32 for f32, f16 and
+  // bf16 activations, f64 for f64 (gradient checks). The running statistics follow it for good.
+  const DType statistics = accumulate_dtype(x.dtype());
+  if (running_mean().dtype() != statistics) {
+    NoGrad no_grad;
+    set_buffer(running_mean_, running_mean().to(statistics));
+    set_buffer(running_var_, running_var().to(statistics));
+  }
+  Tensor mean = running_mean();
+  Tensor var = running_var();
+  if (training() && replaying()) {
+    // A checkpointed block replays its forward pass during backward: the running statistics were
+    // already updated by the first pass, so the replay updates copies.
+    mean = mean.clone();
+    var = var.clone();
+  } else if (training()) {
+    count_batch();
+  }
+  const auto affine = [&](const Tensor& p) { return p.dtype() == statistics ? p : cast(p, statistics); };
+  return batch_norm2d(x, affine(weight()), affine(bias()), mean, var, training(), momentum_, eps_, activation,
+                      residual);
+}
+
+void BatchNorm2d::count_batch() {
+  Tensor count = buffer(batches_);
+  if (count.device().is_cpu()) {
+    ++count.data_as<int64_t>()[0];
+    return;
+  }
+  // On a device the count is mirrored on the host (read once per buffer) so that counting never waits.
+  if (mirrored_buffer_ != count.data()) {
+    batches_on_host_ = static_cast<int64_t>(count.item());
+    mirrored_buffer_ = count.data();
+  }
+  count.fill_(static_cast<double>(++batches_on_host_));
+}
+
+int64_t BatchNorm2d::num_batches_tracked() const { return static_cast<int64_t>(buffer(batches_).item()); }
+
+Shape BatchNorm2d::infer_shape(const Shape& input, ShapeTrace& trace) const {
+  CNN_CHECK(input.rank() == 4 && input[3] == channels_, trace.where(), ": expects NHWC input with ", channels_,
+            " channels, got ", input.str());
+  return input;
+}
+
+}  // namespace cnn

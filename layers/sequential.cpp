@@ -1,0 +1,33 @@
+// Sequential (see sequential.h).
+#include "layers/sequential.h"
+
+#include "layers/activation.h"
+#include "layers/batch_norm.h"
+#include "layers/shape_trace.h"
+
+namespace cnn {
+
+Sequential::Sequential(std::string type_name) : Module(std::move(type_name)) {}
+
+Tensor Sequential::compute(const Tensor& x) {
+  Tensor y = x;
+  for (size_t i = 0; i < size(); ++i) {
+    auto* norm = dynamic_cast<BatchNorm2d*>(&(*this)[i]);
+    auto* next = i + 1 < size() ? dynamic_cast<Activation*>(&(*this)[i + 1]) : nullptr;
+    if (norm != nullptr && next != nullptr && next->kind() == ActivationKind::relu) {
+      y = norm->forward_fused(y, BatchNormActivation::relu);
+      ++i;
+      continue;
+    }
+    y = (*this)[i](y);
+  }
+  return y;
+}
+
+Shape Sequential::infer_shape(const Shape& input, ShapeTrace& trace) const {
+  Shape shape = input;
+  for (const Child& c : children()) shape = trace.run(*c.module, c.name, shape);
+  return shape;
+}
+
+}  // namespace cnn

@@ -1,0 +1,133 @@
+#include "layers/weights.h"
+
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include "engine/io/hdf5.h"
+#include "engine/io/safetensors.h"
+#include "engine/tape.h"
+
+namespace cnn {
+
+namespace {
+// Permutes a 4-D CPU tensor: out[a, b, c, d] = in[a, perm...] with the element size as the unit.
+// to_last: [A,B,C,D] -> [A,C,D,B]; otherwise [A,B,C,D] -> [A,D,B,C].
+Tensor permute4(const Tensor& t, bool to_last) {
+  CNN_CHECK(t.dim() == 4, "layout conversion needs a 4-D tensor, got ", describe(t));
+  const Tensor in = t.device().is_cpu() ? t : t.detach().to(Device::cpu());
+  const int64_t a = in.size(0), b = in.size(1), c = in.size(2), d = in.size(3);
+  const Shape out_shape = to_last ? Shape{a, c, d, b} : Shape{a, d, b, c};
+  Tensor out = Tensor::empty(out_shape, in.dtype());
+  const size_t bytes = static_cast<size_t>(dtype_size(in.dtype()));
+  const char* src = static_cast<const char*>(in.data());
+  char* dst = static_cast<char*>(out.data());
+  for (int64_t i = 0; i < a; ++i)
+    for (int64_t j = 0; j < b; ++j)
+      for (int64_t k = 0; k < c; ++k)
+        for (int64_t l = 0; l < d; ++l) {
+          const int64_t from = ((i * b + j) * c + k) * d + l;
+          const int64_t to = to_last ? ((i * c + k) * d + l) * b + j : ((i * d + l) * b + j) * c + k;
+          std::memcpy(dst + to * bytes, src + from * bytes, bytes);
+        }
+  return out;
+}
+
+bool is_safetensors(const std::filesystem::path& path) { return path.extension() == ".safetensors"; }
+
+void check_extension(const std::filesystem::path& path) {
+  const std::string ext = path.extension().string();
+  CNN_CHECK(ext == ".safetensors" || ext == ".h5" || ext == ".hdf5", "weights file ", path.string(),
+            ": unknown extension '", ext, "'; use .h5 (engine layout) or .safetensors (torchvision layout)");
+}
+
+std::string first_few(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < 5; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > 5) s += ", ... (" + std::to_string(names.size()) + " in all)";
+  return s;
+}
+}  // namespace
+
+Tensor nchw_to_nhwc(const Tensor& t) { return permute4(t, true); }
+Tensor nhwc_to_nchw(const Tensor& t) { return permute4(t, false); }
+
+std::string WeightsReport::summary() const {
+  std::ostringstream out;
+  out << loaded << " tensors loaded";
+  if (!missing.empty()) out << "; " << missing.size() << " missing from the file: " << first_few(missing);
+  if (!unexpected.empty()) out << "; " << unexpected.size() << " unexpected in the file: " << first_few(unexpected);
+  if (!mismatched.empty()) out << "; " << mismatched.size() << " of another shape: " << first_few(mismatched);
+  return out.str();
+}
+
+io::NamedTensors export_state(const Module& model, WeightsLayout layout) {
+  io::NamedTensors out;
+  for (const StateEntry& e : model.state_dict()) {
+    CNN_CHECK(e.tensor.defined(), "cannot save ", e.name, ": the model's tensors are not created yet (initialize it first)");
+    Tensor t = e.tensor.detach();
+    if (layout == WeightsLayout::torch && t.dim() == 4) t = nhwc_to_nchw(t);
+    out.emplace_back(e.name, t);
+  }
+  return out;
+}
+
+WeightsReport import_state(Module& model, const io::NamedTensors& tensors, WeightsLayout layout,
+                           bool only_matching_shapes, const std::string& source) {
+  std::map<std::string, const Tensor*> by_name;
+  for (const auto& [name, t] : tensors) by_name[name] = &t;
+  WeightsReport report;
+  std::vector<std::pair<Tensor, Tensor>> copies;  // (destination, converted source), applied when all is checked
+  std::map<std::string, bool> known;
+  for (const StateEntry& e : model.state_dict()) {
+    known[e.name] = true;
+    auto it = by_name.find(e.name);
+    if (it == by_name.end()) {
+      report.missing.push_back(e.name);
+      continue;
+    }
+    Tensor src = *it->second;
+    if (layout == WeightsLayout::torch && src.dim() == 4) src = nchw_to_nhwc(src);
+    if (!(src.shape() == e.shape)) {
+      report.mismatched.push_back(e.name + ": file " + src.shape().str() + " vs model " + e.shape.str());
+      continue;
+    }
+    CNN_CHECK(e.tensor.defined(), "cannot load into ", e.name, ": the model's tensors are not created yet");
+    copies.emplace_back(e.tensor, src);
+  }
+  for (const auto& [name, t] : tensors)
+    if (!known.count(name)) report.unexpected.push_back(name);
+  CNN_CHECK(only_matching_shapes || report.complete(), "weights ", source, " do not fit the model: ", report.summary(),
+            ". Check the model name and num_classes, or load only the tensors whose shapes match (transfer learning)");
+  NoGrad no_grad;
+  for (auto& [dst, src] : copies) {
+    Tensor d = dst;
+    d.copy_(src.to(dst.dtype()).to(dst.device()));
+  }
+  report.loaded = copies.size();
+  return report;
+}
+
+void save_weights(const Module& model, const std::filesystem::path& path) {
+  check_extension(path);
+  if (is_safetensors(path)) {
+    io::save_safetensors(path, export_state(model, WeightsLayout::torch), {{"format", "pt"}});
+  } else {
+    io::TensorFile file;
+    file.tensors = export_state(model, WeightsLayout::engine);
+    file.attributes["layout"] = std::string("nhwc");
+    io::save_hdf5(path, file);
+  }
+}
+
+WeightsReport load_weights(Module& model, const std::filesystem::path& path, bool only_matching_shapes) {
+  check_extension(path);
+  if (is_safetensors(path)) {
+    const io::SafetensorsFile file = io::load_safetensors(path);
+    return import_state(model, file.tensors, WeightsLayout::torch, only_matching_shapes, path.string());
+  }
+  const io::TensorFile file = io::load_hdf5(path);
+  return import_state(model, file.tensors, WeightsLayout::engine, only_matching_shapes, path.string());
+}
+
+}  // namespace cnn

@@ -1,0 +1,80 @@
+// Test fixtures for data/ (see fixtures.h).
+#include "fixtures.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+
+#include <unistd.h>
+
+#include "engine/error.h"
+
+namespace cnn::data::test {
+
+TempDir::TempDir() {
+  static std::atomic<int> counter{0};
+  path_ = std::filesystem::temp_directory_path() /
+          ("cnn_data_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  std::filesystem::remove_all(path_);
+  std::filesystem::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::string TempDir::write(const std::string& relative, const std::vector<uint8_t>& bytes) const {
+  const std::filesystem::path file = path_ / relative;
+  std::filesystem::create_directories(file.parent_path());
+  std::ofstream out(file, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  return file.string();
+}
+
+std::string TempDir::write_text(const std::string& relative, const std::string& text) const {
+  return write(relative, std::vector<uint8_t>(text.begin(), text.end()));
+}
+
+Image pattern_image(int h, int w, int c, int seed) {
+  Image image(h, w, c);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      for (int ch = 0; ch < c; ++ch) image.at(y, x, ch) = static_cast<uint8_t>((seed + 7 * y + 13 * x + 50 * ch) % 256);
+  return image;
+}
+
+Image smooth_image(int h, int w, int c, int seed) {
+  Image image(h, w, c);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      for (int ch = 0; ch < c; ++ch)
+        image.at(y, x, ch) = static_cast<uint8_t>(
+            128 + 60 * std::sin(0.05 * (x + seed) + ch) + 50 * std::cos(0.04 * (y + 2 * seed) + 2 * ch));
+  return image;
+}
+
+Image constant_image(int h, int w, int c, uint8_t value) {
+  Image image(h, w, c);
+  std::fill(image.pixels.begin(), image.pixels.end(), value);
+  return image;
+}
+
+int max_abs_diff(const Image& a, const Image& b) {
+  if (a.height != b.height || a.width != b.width || a.channels != b.channels) return 1 << 20;
+  int worst = 0;
+  for (size_t i = 0; i < a.pixels.size(); ++i) worst = std::max(worst, std::abs(int(a.pixels[i]) - int(b.pixels[i])));
+  return worst;
+}
+
+std::string error_message(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace cnn::data::test

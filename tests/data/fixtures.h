@@ -1,0 +1,42 @@
+// Test fixtures for data/: a temporary folder removed at the end of the test, files written into
+// it, and synthetic images whose pixel values are known functions of their position.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "data/image.h"
+
+namespace cnn::data::test {
+
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  // Writes `bytes` to path()/relative (creating folders) and returns the full path.
+  std::string write(const std::string& relative, const std::vector<uint8_t>& bytes) const;
+  std::string write_text(const std::string& relative, const std::string& text) const;
+
+ private:
+  std::filesystem::path path_;
+};
+
+// h x w x c with pixel (y, x, ch) = (seed + 7 y + 13 x + 50 ch) mod 256: every pixel distinct
+// enough to tell crops, flips and channel orders apart.
+Image pattern_image(int h, int w, int c, int seed = 0);
+// A smooth image (gentle gradients) that survives lossy JPEG coding within a few levels.
+Image smooth_image(int h, int w, int c, int seed = 0);
+Image constant_image(int h, int w, int c, uint8_t value);
+
+// Largest absolute difference between two images of the same size.
+int max_abs_diff(const Image& a, const Image& b);
+
+// The message of the cnn::Error that f throws, or "(no error)".
+std::string error_message(const std::function<void()>& f);
+
+}  // namespace cnn::data::test

@@ -1,0 +1,194 @@
+// Datasets from fixtures written by the tests: IDX (raw and gzip), CIFAR-10/100 binary,
+// ImageFolder trees and list files of encoded images, and the start-up errors of each.
+#include <doctest/doctest.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <string>
+
+#include "data/cifar.h"
+#include "data/encode.h"
+#include "data/file_dataset.h"
+#include "data/idx.h"
+#include "fixtures.h"
+
+using namespace cnn;
+using namespace cnn::data;
+using cnn::data::test::TempDir;
+
+namespace {
+std::vector<uint8_t> idx_bytes(const std::vector<int>& dims, const std::vector<uint8_t>& values) {
+  std::vector<uint8_t> out = {0, 0, 0x08, static_cast<uint8_t>(dims.size())};
+  for (int d : dims)
+    for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<uint8_t>(d >> shift));
+  out.insert(out.end(), values.begin(), values.end());
+  return out;
+}
+
+void write_gzip(const std::string& path, const std::vector<uint8_t>& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+  gzclose(f);
+}
+
+// A CIFAR record: label byte(s), then R, G, B planes of 32x32.
+void append_cifar_record(std::vector<uint8_t>& out, std::vector<uint8_t> labels, int seed) {
+  out.insert(out.end(), labels.begin(), labels.end());
+  for (int c = 0; c < 3; ++c)
+    for (int p = 0; p < 1024; ++p) out.push_back(static_cast<uint8_t>(seed + c * 3 + p));
+}
+}  // namespace
+
+TEST_CASE("IDX image and label files become a 1-channel dataset, raw or gzip") {
+  TempDir dir;
+  std::vector<uint8_t> pixels(3 * 4 * 5);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>(i * 3);
+  const std::string images = dir.write("imgs-idx3-ubyte", idx_bytes({3, 4, 5}, pixels));
+  write_gzip((dir.path() / "labels-idx1-ubyte.gz").string(), idx_bytes({3}, {2, 0, 1}));
+  auto ds = open_idx(images, (dir.path() / "labels-idx1-ubyte.gz").string());
+  REQUIRE(ds->size() == 3);
+  CHECK(ds->num_classes() == 3);
+  CHECK(ds->class_names()[2] == "2");
+  CHECK(ds->label(0) == 2);
+  CHECK(ds->label(2) == 1);
+  const Image second = ds->load(1, {.channels = 1});
+  CHECK(second.height == 4);
+  CHECK(second.width == 5);
+  CHECK(second.channels == 1);
+  CHECK(second.at(0, 0, 0) == pixels[20]);
+  CHECK(second.at(3, 4, 0) == pixels[39]);
+  const Image rgb = ds->load(1, {.channels = 3});  // gray replicated
+  CHECK(rgb.at(2, 1, 0) == pixels[20 + 11]);
+  CHECK(rgb.at(2, 1, 2) == pixels[20 + 11]);
+
+  const std::string short_labels = dir.write("two-labels", idx_bytes({2}, {0, 1}));
+  CHECK(test::error_message([&] { open_idx(images, short_labels); }).find("do not belong together") != std::string::npos);
+  const std::string names_err =
+      test::error_message([&] { open_idx(images, (dir.path() / "labels-idx1-ubyte.gz").string(), {"a", "b"}); });
+  CHECK(names_err.find("label 2, outside [0, 2)") != std::string::npos);
+}
+
+TEST_CASE("Fashion-MNIST as Debian ships it, when present") {
+  const std::string dir = "/usr/share/datasets/fashion-mnist";
+  if (!std::filesystem::exists(dir + "/t10k-images-idx3-ubyte.gz")) return;
+  auto ds = open_mnist(dir, /*train=*/false);
+  CHECK(ds->size() == 10000);
+  CHECK(ds->num_classes() == 10);
+  CHECK(ds->class_names()[9] == "Ankle boot");
+  CHECK(ds->load(0, {.channels = 1}).height == 28);
+}
+
+TEST_CASE("CIFAR-10 and CIFAR-100 binary records, planar to HWC") {
+  TempDir dir;
+  std::vector<uint8_t> ten;
+  append_cifar_record(ten, {3}, 0);
+  append_cifar_record(ten, {9}, 100);
+  dir.write("test_batch.bin", ten);
+  auto c10 = open_cifar(dir.path().string(), CifarVariant::cifar10, /*train=*/false);
+  REQUIRE(c10->size() == 2);
+  CHECK(c10->class_names()[3] == "cat");
+  CHECK(c10->label(1) == 9);
+  const Image img = c10->load(1, {.channels = 3});
+  // pixel p = y * 32 + x, channel c holds seed + 3 c + p (mod 256)
+  CHECK(img.at(0, 0, 0) == 100);
+  CHECK(img.at(0, 0, 2) == 106);
+  CHECK(img.at(1, 2, 1) == static_cast<uint8_t>(100 + 3 + 34));
+
+  std::vector<uint8_t> hundred;
+  append_cifar_record(hundred, {5, 77}, 1);  // coarse 5, fine 77
+  const std::string train = dir.write("c100/train.bin", hundred);
+  dir.write_text("c100/fine_label_names.txt", "");
+  auto c100 = open_cifar_files({train}, CifarVariant::cifar100);
+  CHECK(c100->label(0) == 77);
+  CHECK(c100->num_classes() == 100);
+
+  ten.pop_back();
+  const std::string truncated = dir.write("bad/test_batch.bin", ten);
+  const std::string err = test::error_message([&] { open_cifar_files({truncated}, CifarVariant::cifar10); });
+  CHECK(err.find(truncated) != std::string::npos);
+  CHECK(err.find("not a whole number") != std::string::npos);
+  std::vector<uint8_t> bad_label;
+  append_cifar_record(bad_label, {12}, 0);
+  const std::string wrong = dir.write("bad/label.bin", bad_label);
+  CHECK(test::error_message([&] { open_cifar_files({wrong}, CifarVariant::cifar10); }).find("record 0: label 12") !=
+        std::string::npos);
+}
+
+TEST_CASE("ImageFolder: classes sorted by folder name, JPEG/PNG/BMP decoded, other files ignored") {
+  TempDir dir;
+  using cnn::data::test::smooth_image;
+  dir.write("zebra/b.png", encode_image(smooth_image(10, 12, 3, 1), ImageFormat::png));
+  dir.write("zebra/a.jpg", encode_image(smooth_image(20, 30, 3, 2), ImageFormat::jpeg, 95));
+  dir.write("apple/nested/x.bmp", encode_image(smooth_image(8, 9, 3, 3), ImageFormat::bmp));
+  dir.write_text("apple/readme.txt", "not an image");
+  dir.write_text("apple/.hidden.jpg", "hidden");
+  auto ds = open_image_folder(dir.path().string());
+  REQUIRE(ds->size() == 3);
+  CHECK(ds->class_names() == std::vector<std::string>{"apple", "zebra"});
+  CHECK(ds->label(0) == 0);
+  CHECK(ds->source(1).ends_with("zebra/a.jpg"));
+  CHECK(ds->label(2) == 1);
+  const Image bmp = ds->load(0, {.channels = 3});
+  CHECK(test::max_abs_diff(bmp, smooth_image(8, 9, 3, 3)) == 0);
+  const Image png = ds->load(2, {.channels = 3});
+  CHECK(test::max_abs_diff(png, smooth_image(10, 12, 3, 1)) == 0);
+  const Image jpg = ds->load(1, {.channels = 3});
+  CHECK(jpg.height == 20);
+  CHECK(test::max_abs_diff(jpg, smooth_image(20, 30, 3, 2)) <= 8);
+
+  dir.write_text("empty/.keep", "");
+  const std::string err = test::error_message([&] { open_image_folder(dir.path().string()); });
+  CHECK(err.find("empty") != std::string::npos);
+  CHECK(err.find("holds no image files") != std::string::npos);
+  CHECK(test::error_message([&] { open_image_folder((dir.path() / "nope").string()); }).find("is not a folder") !=
+        std::string::npos);
+}
+
+TEST_CASE("list files: header or not, index or name labels, paths relative to the list") {
+  TempDir dir;
+  using cnn::data::test::pattern_image;
+  dir.write("imgs/one.png", encode_image(pattern_image(4, 4, 3, 1), ImageFormat::png));
+  dir.write("imgs/two, with comma.png", encode_image(pattern_image(4, 4, 3, 2), ImageFormat::png));
+  dir.write("imgs/three.png", encode_image(pattern_image(4, 4, 3, 3), ImageFormat::png));
+
+  SUBCASE("header and class names") {
+    const std::string list = dir.write_text(
+        "train.csv", "path,label\nimgs/one.png,dog\n\"imgs/two, with comma.png\",cat\n# comment\nimgs/three.png,dog\n");
+    auto ds = open_list_file(list);
+    REQUIRE(ds->size() == 3);
+    CHECK(ds->class_names() == std::vector<std::string>{"cat", "dog"});
+    CHECK(ds->label(0) == 1);
+    CHECK(ds->label(1) == 0);
+    CHECK(test::max_abs_diff(ds->load(1, {.channels = 3}), pattern_image(4, 4, 3, 2)) == 0);
+  }
+  SUBCASE("no header, indices, given class names, CRLF line ends") {
+    const std::string list = dir.write_text("l.csv", "imgs/one.png,2\r\nimgs/two, with comma.png,0\r\n");
+    ListFileOptions options;
+    options.class_names = {"a", "b", "c"};
+    auto ds = open_list_file(list, options);
+    CHECK(ds->size() == 2);
+    CHECK(ds->label(0) == 2);
+    CHECK(ds->num_classes() == 3);
+    CHECK(ds->source(1) == (dir.path() / "imgs/two, with comma.png").string());
+  }
+  SUBCASE("numbered classes up to the largest index") {
+    auto ds = open_list_file(dir.write_text("n.csv", "imgs/one.png,4\n"));
+    CHECK(ds->num_classes() == 5);
+  }
+  SUBCASE("start-up errors name the file and line") {
+    ListFileOptions options;
+    options.class_names = {"a", "b"};
+    const std::string range = dir.write_text("r.csv", "imgs/one.png,0\nimgs/three.png,2\n");
+    const std::string e1 = test::error_message([&] { open_list_file(range, options); });
+    CHECK(e1.find(range + ":2: label 2 is outside [0, 2)") != std::string::npos);
+    const std::string missing = dir.write_text("m.csv", "imgs/one.png,0\nimgs/gone.png,1\n");
+    const std::string e2 = test::error_message([&] { open_list_file(missing); });
+    CHECK(e2.find("1 listed file(s) do not exist") != std::string::npos);
+    CHECK(e2.find(missing + ":2: " + (dir.path() / "imgs/gone.png").string()) != std::string::npos);
+    const std::string unknown = dir.write_text("u.csv", "imgs/one.png,zebra\n");
+    CHECK(test::error_message([&] { open_list_file(unknown, options); }).find(":1: class \"zebra\"") != std::string::npos);
+    const std::string malformed = dir.write_text("x.csv", "imgs/one.png\n");
+    CHECK(test::error_message([&] { open_list_file(malformed); }).find(":1: expected \"path,label\"") != std::string::npos);
+  }
+}

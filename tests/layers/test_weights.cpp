@@ -1,0 +1,71 @@
+// Weights I/O: bitwise HDF5 and safetensors round trips, torchvision's OIHW layout at the
+// safetensors boundary, strict loading errors, and partial loading onto a new head.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "engine/io/safetensors.h"
+#include "layers/registry.h"
+#include "layers/weights.h"
+
+using namespace cnn;
+
+namespace {
+std::filesystem::path temp_path(const std::string& name) {
+  return std::filesystem::temp_directory_path() / ("cnn_test_weights_" + std::to_string(::getpid()) + "_" + name);
+}
+
+std::vector<std::vector<double>> state_values(const Module& m) {
+  std::vector<std::vector<double>> v;
+  for (const StateEntry& e : m.state_dict()) v.push_back(e.tensor.to_doubles());
+  return v;
+}
+}  // namespace
+
+TEST_CASE("weights round trip bitwise through HDF5 and safetensors") {
+  for (const char* ext : {".h5", ".safetensors"}) {
+    INFO(ext);
+    const auto path = temp_path(std::string("roundtrip") + ext);
+    const auto a = make_model("cifar_resnet20", 10, 3, 1);
+    auto b = make_model("cifar_resnet20", 10, 3, 2);
+    CHECK(state_values(*a) != state_values(*b));
+    save_weights(*a, path);
+    const WeightsReport r = load_weights(*b, path);
+    CHECK(r.complete());
+    CHECK(r.loaded == a->state_dict().size());
+    CHECK(state_values(*a) == state_values(*b));
+    std::filesystem::remove(path);
+  }
+}
+
+TEST_CASE("safetensors weights use torchvision's OIHW conv layout") {
+  const auto path = temp_path("layout.safetensors");
+  const auto m = make_model("cifar_resnet20", 10, 3, 3);
+  save_weights(*m, path);
+  const io::SafetensorsFile f = io::load_safetensors(path);
+  const Tensor conv = f.tensor("conv1.weight");
+  CHECK(conv.shape() == Shape{16, 3, 3, 3});  // [O, I, KH, KW]
+  // Element (o=1, i=2, kh=0, kw=1) of the file is element (1, 0, 1, 2) of the engine's [O,KH,KW,I].
+  const Tensor engine = m->state_dict()[0].tensor;
+  CHECK(conv.to_doubles()[((1 * 3 + 2) * 3 + 0) * 3 + 1] == engine.to_doubles()[((1 * 3 + 0) * 3 + 1) * 3 + 2]);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("strict loading refuses another head, partial loading reports it and loads the rest") {
+  const auto path = temp_path("head.h5");
+  const auto source = make_model("cifar_resnet20", 100, 3, 4);
+  save_weights(*source, path);
+  auto target = make_model("cifar_resnet20", 10, 3, 5);
+  CHECK_THROWS_WITH_AS(load_weights(*target, path), doctest::Contains("fc.weight: file [100, 64] vs model [10, 64]"), Error);
+  const WeightsReport r = load_weights(*target, path, /*only_matching_shapes=*/true);
+  CHECK(r.mismatched.size() == 2);  // fc.weight and fc.bias
+  CHECK(r.missing.empty());
+  CHECK(r.unexpected.empty());
+  CHECK(r.loaded == target->state_dict().size() - 2);
+  CHECK(target->state_dict()[0].tensor.to_doubles() == source->state_dict()[0].tensor.to_doubles());
+  CHECK_THROWS_WITH_AS(load_weights(*target, temp_path("missing.h5")), doctest::Contains("missing.h5"), Error);
+  CHECK_THROWS_WITH_AS(save_weights(*target, temp_path("weights.pt")), doctest::Contains("unknown extension"), Error);
+  std::filesystem::remove(path);
+}

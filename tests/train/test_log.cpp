@@ -1,0 +1,241 @@
+// Run logging (train/log): CRC-32C against published test vectors, the exact protobuf bytes of a
+// scalar event, TensorBoard event files parsed back record by record (framing and checksums
+// verified), TensorBoard's own reader when the Python package is installed, metrics.jsonl, and
+// console levels with the progress bar and progress lines.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "engine/error.h"
+#include "engine/test_io_support.h"
+#include "train/log/console.h"
+#include "train/log/crc32c.h"
+#include "train/log/metrics_jsonl.h"
+#include "train/log/tensorboard.h"
+
+using namespace cnn;
+using namespace cnn::train;
+
+namespace {
+template <class T>
+T fixed_at(const std::string& bytes, size_t pos) {
+  T v;
+  std::memcpy(&v, bytes.data() + pos, sizeof v);
+  return v;
+}
+
+// The records of a TFRecord file, each checked against its two masked CRC-32Cs.
+std::vector<std::string> read_records(const std::string& file) {
+  std::vector<std::string> records;
+  size_t pos = 0;
+  while (pos < file.size()) {
+    REQUIRE(pos + 12 <= file.size());
+    const uint64_t length = fixed_at<uint64_t>(file, pos);
+    CHECK(fixed_at<uint32_t>(file, pos + 8) == mask_crc32c(crc32c(file.data() + pos, 8)));
+    REQUIRE(pos + 12 + length + 4 <= file.size());
+    const std::string data = file.substr(pos + 12, length);
+    CHECK(fixed_at<uint32_t>(file, pos + 12 + length) == mask_crc32c(crc32c(data.data(), data.size())));
+    records.push_back(data);
+    pos += 12 + length + 4;
+  }
+  return records;
+}
+
+// A decoded Event with the fields the writer uses.
+struct Event {
+  double wall_time = 0;
+  int64_t step = 0;
+  std::string file_version, tag;
+  float value = 0;
+};
+
+uint64_t varint(const std::string& b, size_t& pos) {
+  uint64_t v = 0;
+  for (int shift = 0;; shift += 7) {
+    const auto byte = static_cast<unsigned char>(b.at(pos++));
+    v |= static_cast<uint64_t>(byte & 0x7f) << shift;
+    if (!(byte & 0x80)) return v;
+  }
+}
+
+// Decodes a protobuf message, calling field(number, wire_type, pos) to consume each value.
+template <class Field>
+void decode(const std::string& b, Field field) {
+  size_t pos = 0;
+  while (pos < b.size()) {
+    const uint64_t key = varint(b, pos);
+    field(static_cast<int>(key >> 3), static_cast<int>(key & 7), pos);
+  }
+}
+
+std::string length_delimited(const std::string& b, size_t& pos) {
+  const uint64_t n = varint(b, pos);
+  const std::string s = b.substr(pos, n);
+  pos += n;
+  return s;
+}
+
+Event parse_event(const std::string& data) {
+  Event e;
+  decode(data, [&](int number, int wire, size_t& pos) {
+    if (number == 1 && wire == 1) {
+      e.wall_time = fixed_at<double>(data, pos);
+      pos += 8;
+    } else if (number == 2 && wire == 0) {
+      e.step = static_cast<int64_t>(varint(data, pos));
+    } else if (number == 3 && wire == 2) {
+      e.file_version = length_delimited(data, pos);
+    } else if (number == 5 && wire == 2) {
+      const std::string summary = length_delimited(data, pos);
+      decode(summary, [&](int, int, size_t& spos) {
+        const std::string value = length_delimited(summary, spos);
+        decode(value, [&](int vnumber, int, size_t& vpos) {
+          if (vnumber == 1) {
+            e.tag = length_delimited(value, vpos);
+          } else {
+            e.value = fixed_at<float>(value, vpos);
+            vpos += 4;
+          }
+        });
+      });
+    } else {
+      FAIL("unexpected field " << number << " wire type " << wire);
+    }
+  });
+  return e;
+}
+}  // namespace
+
+TEST_CASE("CRC-32C matches the published test vectors; masking as TensorFlow does") {
+  CHECK(crc32c("123456789", 9) == 0xE3069283u);
+  const std::string zeros(32, '\0'), ones(32, '\xff');
+  CHECK(crc32c(zeros.data(), 32) == 0x8A9136AAu);
+  CHECK(crc32c(ones.data(), 32) == 0x62A8AB43u);
+  unsigned char ascending[32];
+  for (int i = 0; i < 32; ++i) ascending[i] = static_cast<unsigned char>(i);
+  CHECK(crc32c(ascending, 32) == 0x46DD794Eu);
+  CHECK(crc32c("6789", 4, crc32c("12345", 5)) == 0xE3069283u);  // running checksum
+  CHECK(mask_crc32c(0) == 0xa282ead8u);
+  CHECK(mask_crc32c(0x80000000u) == 0xa282ead8u + (1u << 16));
+}
+
+TEST_CASE("a scalar event has the protobuf bytes of tensorflow.Event") {
+  const std::string e = event_encoding::scalar_event(1.5, 3, "loss", 0.25f);
+  const unsigned char expected[] = {0x09, 0, 0, 0, 0, 0, 0, 0xF8, 0x3F,  // wall_time 1.5
+                                    0x10, 0x03,                          // step 3
+                                    0x2A, 0x0D,                          // summary, 13 bytes
+                                    0x0A, 0x0B,                          //   value, 11 bytes
+                                    0x0A, 0x04, 'l', 'o', 's', 's',      //     tag "loss"
+                                    0x15, 0, 0, 0x80, 0x3E};             //     simple_value 0.25
+  CHECK(e == std::string(reinterpret_cast<const char*>(expected), sizeof expected));
+  const std::string r = event_encoding::tfrecord("abc");
+  CHECK(r.size() == 8 + 4 + 3 + 4);
+  CHECK(fixed_at<uint64_t>(r, 0) == 3);
+  CHECK(r.substr(12, 3) == "abc");
+}
+
+TEST_CASE("TensorBoard event files parse back: file version first, then the scalars, checksums intact") {
+  const io_test::ScratchDir dir("tensorboard");
+  std::filesystem::path path;
+  {
+    EventWriter writer(dir);
+    writer.add_scalar("train/loss", 2.5, 10, 1000.0);
+    writer.add_scalar("train/lr", 0.1, 10, 1000.5);
+    writer.add_scalar("val/top1", 0.75, 200);
+    writer.flush();
+    path = writer.path();
+  }
+  CHECK(path.filename().string().rfind("events.out.tfevents.", 0) == 0);
+  const std::vector<std::string> records = read_records(io_test::read_file(path));
+  REQUIRE(records.size() == 4);
+  const Event version = parse_event(records[0]);
+  CHECK(version.file_version == "brain.Event:2");
+  CHECK(version.wall_time > 1.6e9);
+  const Event loss = parse_event(records[1]);
+  CHECK(loss.tag == "train/loss");
+  CHECK(loss.value == 2.5f);
+  CHECK(loss.step == 10);
+  CHECK(loss.wall_time == 1000.0);
+  CHECK(parse_event(records[2]).value == 0.1f);
+  const Event top1 = parse_event(records[3]);
+  CHECK(top1.tag == "val/top1");
+  CHECK(top1.step == 200);
+  CHECK(top1.wall_time >= version.wall_time);
+
+  // TensorBoard's own reader, where the tensorboard Python package is installed.
+  if (std::system("python3 -c 'import tensorboard' >/dev/null 2>&1") != 0) {
+    MESSAGE("skipped the check with TensorBoard's event reader: the tensorboard Python package is not installed");
+  } else {
+    const auto script = dir / "read.py";
+    std::ofstream(script) << "import sys\n"
+                             "from tensorboard.backend.event_processing.event_accumulator import EventAccumulator\n"
+                             "acc = EventAccumulator(sys.argv[1]); acc.Reload()\n"
+                             "s = acc.Scalars('train/loss')\n"
+                             "assert len(s) == 1 and s[0].step == 10 and s[0].value == 2.5, s\n"
+                             "assert acc.Scalars('val/top1')[0].step == 200\n";
+    CHECK(std::system(("python3 " + script.string() + " " + dir.string()).c_str()) == 0);
+  }
+}
+
+TEST_CASE("metrics.jsonl: one JSON object per line, appended, non-finite numbers as null") {
+  const io_test::ScratchDir dir("jsonl");
+  const auto path = dir / "run" / "metrics.jsonl";
+  {
+    MetricsJsonl metrics(path);
+    metrics.write(100, 1, {{"train/loss", 1.25}, {"train/lr", 0.1}});
+  }
+  {
+    MetricsJsonl again(path);  // a resumed run appends
+    again.write(200, 2, {{"val/top1", 0.5}, {"train/loss", std::numeric_limits<double>::infinity()}}, {{"note", "resumed"}});
+  }
+  std::istringstream lines(io_test::read_file(path));
+  std::string line;
+  std::vector<nlohmann::json> rows;
+  while (std::getline(lines, line)) rows.push_back(nlohmann::json::parse(line));
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0]["step"] == 100);
+  CHECK(rows[0]["epoch"] == 1);
+  CHECK(rows[0]["train/loss"] == 1.25);
+  CHECK(rows[0]["wall_time"].get<double>() > 1.6e9);
+  CHECK(rows[1]["val/top1"] == 0.5);
+  CHECK(rows[1]["train/loss"].is_null());
+  CHECK(rows[1]["note"] == "resumed");
+}
+
+TEST_CASE("console: levels filter messages; a bar on a terminal, periodic lines otherwise") {
+  std::ostringstream lines_out;
+  Console lines(lines_out, LogLevel::normal, ProgressMode::automatic, /*terminal=*/false, 2);
+  CHECK_FALSE(lines.draws_bar());
+  for (int64_t step = 1; step <= 5; ++step) lines.progress(1, step, 5, {{"loss", 0.5}});
+  lines.detail("hidden at normal level");
+  lines.info("epoch 1 done");
+  CHECK(lines_out.str() ==
+        "epoch 1 step 2/5  loss 0.5\nepoch 1 step 4/5  loss 0.5\nepoch 1 step 5/5  loss 0.5\nepoch 1 done\n");
+
+  std::ostringstream bar_out;
+  Console bar(bar_out, LogLevel::verbose, ProgressMode::automatic, /*terminal=*/true);
+  CHECK(bar.draws_bar());
+  bar.progress(2, 1, 4, {{"lr", 0.1}});
+  bar.detail("a detail");  // ends the bar's line first
+  bar.progress(2, 4, 4, {{"lr", 0.1}});
+  const std::string b = bar_out.str();
+  CHECK(b.find("\r\033[2Kepoch 2 [#######.......................] 1/4  lr 0.1\na detail\n") == 0);
+  CHECK(b.find("[##############################] 4/4  lr 0.1\n") != std::string::npos);
+
+  std::ostringstream quiet_out;
+  Console quiet(quiet_out, LogLevel::quiet, ProgressMode::bar, false);
+  quiet.progress(1, 1, 1, {});
+  quiet.info("not shown");
+  quiet.warn("3 steps skipped (inf/nan gradients)");
+  quiet.summary("top-1 0.76");
+  CHECK(quiet_out.str() == "warning: 3 steps skipped (inf/nan gradients)\ntop-1 0.76\n");
+  CHECK(parse_log_level("verbose") == LogLevel::verbose);
+  CHECK(parse_progress_mode("auto") == ProgressMode::automatic);
+  CHECK_THROWS_WITH_AS(parse_log_level("loud"), doctest::Contains("unknown log level 'loud'"), Error);
+}

@@ -1,0 +1,88 @@
+// Checkpoints as HDF5 tensor files: prefixes for the groups of tensors, attributes for the rest.
+#include "train/checkpoint.h"
+
+#include "engine/error.h"
+#include "engine/io/hdf5.h"
+
+namespace cnn::train {
+
+namespace {
+constexpr const char* kFormat = "cnn-checkpoint";
+constexpr int64_t kFormatVersion = 1;
+
+const char* const kParams = "model/";
+const char* const kBuffers = "buffers/";
+const char* const kOptimizer = "optimizer/";
+const char* const kSchedule = "trainer/lr_schedule";
+const char* const kScaler = "trainer/loss_scaler";
+
+void add_prefixed(io::NamedTensors& out, const char* prefix, const io::NamedTensors& tensors) {
+  for (const auto& [name, t] : tensors) out.emplace_back(prefix + name, t);
+}
+
+Tensor doubles_tensor(const std::vector<double>& values) {
+  return Tensor::from_vector<double>(values, {static_cast<int64_t>(values.size())});
+}
+}  // namespace
+
+void save_checkpoint(const std::filesystem::path& path, const TrainingState& state) {
+  io::TensorFile file;
+  add_prefixed(file.tensors, kParams, state.params);
+  add_prefixed(file.tensors, kBuffers, state.buffers);
+  add_prefixed(file.tensors, kOptimizer, state.optimizer);
+  file.tensors.emplace_back(kSchedule, doubles_tensor(state.lr_schedule));
+  file.tensors.emplace_back(kScaler, doubles_tensor(state.loss_scaler));
+  file.attributes["format"] = std::string(kFormat);
+  file.attributes["format_version"] = kFormatVersion;
+  file.attributes["epoch"] = state.epoch;
+  file.attributes["step"] = state.step;
+  file.attributes["seed"] = state.seed;
+  file.attributes["best_metric"] = state.best_metric;
+  file.attributes["config"] = state.config;
+  file.attributes["class_names"] = state.class_names;
+  io::save_hdf5(path, file);
+}
+
+TrainingState load_checkpoint(const std::filesystem::path& path) {
+  const io::TensorFile file = io::load_hdf5(path);
+  CNN_CHECK(file.has("format") && file.text("format") == kFormat, file.source,
+            " is not a training checkpoint (no format = \"", kFormat,
+            "\" attribute); to start from weights only, use [model] pretrained");
+  CNN_CHECK(file.integer("format_version") == kFormatVersion, file.source, " has checkpoint format version ",
+            file.integer("format_version"), "; this build reads version ", kFormatVersion);
+  TrainingState state;
+  for (const auto& [name, t] : file.tensors) {
+    const auto take = [&](const char* prefix, io::NamedTensors& into) {
+      const std::string p = prefix;
+      if (name.compare(0, p.size(), p) != 0) return false;
+      into.emplace_back(name.substr(p.size()), t);
+      return true;
+    };
+    if (take(kParams, state.params) || take(kBuffers, state.buffers) || take(kOptimizer, state.optimizer)) continue;
+    if (name == kSchedule) state.lr_schedule = t.to_doubles();
+    if (name == kScaler) state.loss_scaler = t.to_doubles();
+  }
+  state.epoch = file.integer("epoch");
+  state.step = file.integer("step");
+  state.seed = file.unsigned_integer("seed");
+  state.best_metric = file.real("best_metric");
+  state.config = file.text("config");
+  state.class_names = file.texts("class_names");
+  return state;
+}
+
+std::filesystem::path last_checkpoint_path(const std::filesystem::path& run_dir) { return run_dir / "last.h5"; }
+std::filesystem::path best_checkpoint_path(const std::filesystem::path& run_dir) { return run_dir / "best.h5"; }
+
+std::filesystem::path resolve_resume(const std::string& resume, const std::filesystem::path& run_dir) {
+  if (resume.empty()) return {};
+  if (resume == "auto") {
+    const std::filesystem::path last = last_checkpoint_path(run_dir);
+    return std::filesystem::exists(last) ? last : std::filesystem::path();
+  }
+  CNN_CHECK(std::filesystem::exists(resume), "[checkpoint] resume = '", resume,
+            "': no such file; give an existing checkpoint, 'auto' (the run folder's last.h5), or nothing");
+  return resume;
+}
+
+}  // namespace cnn::train

@@ -1,0 +1,45 @@
+// Training checkpoints: everything needed to resume a run exactly, in one HDF5 file
+// (engine/io/hdf5.h) written atomically (a crash mid-save leaves the previous checkpoint intact).
+//
+// Layout: datasets model/<param>, buffers/<buffer> (BatchNorm running statistics),
+// optimizer/<param>.<state>, trainer/lr_schedule and trainer/loss_scaler (f64 state vectors);
+// root attributes format = "cnn-checkpoint", format_version, epoch, step, seed, best_metric,
+// config (the resolved INI text) and class_names. h5py reads it as is.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "engine/io/named_tensors.h"
+
+namespace cnn::train {
+
+struct TrainingState {
+  io::NamedTensors params;     // model parameters
+  io::NamedTensors buffers;    // non-trained model state
+  io::NamedTensors optimizer;  // Optimizer::state()
+  int64_t epoch = 0;           // epochs completed
+  int64_t step = 0;            // optimizer steps taken
+  uint64_t seed = 0;
+  double best_metric = std::numeric_limits<double>::quiet_NaN();  // NaN: none yet
+  std::vector<double> lr_schedule;  // LrSchedule::state()
+  std::vector<double> loss_scaler;  // LossScaler::state()
+  std::string config;               // Config::to_ini()
+  std::vector<std::string> class_names;
+};
+
+void save_checkpoint(const std::filesystem::path& path, const TrainingState& state);
+// A cnn::Error naming the file when it is missing, corrupt, or not a checkpoint of this format.
+TrainingState load_checkpoint(const std::filesystem::path& path);
+
+// <run_dir>/last.h5 (the latest state) and <run_dir>/best.h5 (the best validation metric so far).
+std::filesystem::path last_checkpoint_path(const std::filesystem::path& run_dir);
+std::filesystem::path best_checkpoint_path(const std::filesystem::path& run_dir);
+
+// The checkpoint [checkpoint] resume names: "" -> none (start afresh); "auto" -> last.h5 of the run
+// folder when it exists, else none; a path -> that file, which must exist (a cnn::Error otherwise).
+std::filesystem::path resolve_resume(const std::string& resume, const std::filesystem::path& run_dir);
+
+}  // namespace cnn::train

@@ -1,0 +1,91 @@
+// Optimizers over parameter groups (train/optim/param_groups.h): the common part of SGD and AdamW.
+// A step updates, in each group, every parameter that has a gradient and is not frozen, with one
+// multi-tensor kernel launch per group (per gradient dtype); learning rate lr * group.lr_mult and
+// the group's weight decay. Parameters are f32 master weights; state is f32, created at a
+// parameter's first step. A parameter may have a low-precision copy (f16/bf16) that every step
+// rewrites from the updated weight.
+//
+//   SGD opt(make_param_groups(model_params, {...}), {.momentum = 0.9});
+//   opt.step(schedule.lr(step), clip_coefficient(stats.norm, max_norm));
+//   opt.zero_grad();
+#pragma once
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/io/named_tensors.h"
+#include "train/optim/multi_tensor.h"
+#include "train/optim/param_groups.h"
+
+namespace cnn::train {
+
+class Optimizer {
+ public:
+  explicit Optimizer(std::vector<ParamGroup> groups);
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update at learning rate lr, gradients multiplied by grad_scale first (a clipping
+  // coefficient, or 1 / loss scale when the gradients were not unscaled).
+  void step(double lr, double grad_scale = 1.0);
+  // Drops every parameter's gradient.
+  void zero_grad();
+
+  // Freezes (or unfreezes) the parameters whose names start with one of the prefixes (see
+  // has_name_prefix); a prefix that matches no parameter is a cnn::Error naming it.
+  void set_frozen(const std::vector<std::string>& prefixes, bool frozen);
+  bool is_frozen(const std::string& name) const { return frozen_.count(name) != 0; }
+
+  // Registers a low-precision copy of a parameter (same shape and device, f16 or bf16).
+  void set_low_precision_copy(const std::string& name, const Tensor& copy);
+
+  // Trainable (unfrozen) parameters' gradients, for unscaling and clipping.
+  std::vector<Tensor> gradients() const;
+  const std::vector<ParamGroup>& groups() const { return groups_; }
+  // Steps taken by a parameter (0 before its first).
+  int64_t steps_of(const std::string& name) const;
+
+  // Optimizer state as named tensors ("<param>.<state>", "<param>.step"), for checkpoints, and its
+  // restoration (a missing or mis-shaped tensor is a cnn::Error naming it).
+  io::NamedTensors state() const;
+  void load_state(const io::NamedTensors& state);
+
+ protected:
+  struct ParamState {
+    Tensor state1, state2;  // SGD: momentum buffer; AdamW: exp_avg, exp_avg_sq
+    int64_t steps = 0;
+    Tensor copy;
+  };
+  // Names of the state tensors, e.g. {"momentum_buffer"} or {"exp_avg", "exp_avg_sq"}.
+  virtual std::vector<std::string> state_names() const = 0;
+  // Whether a parameter needs state1 (SGD without momentum does not).
+  virtual int states_used() const = 0;
+  // What a step of one group's tensors uses besides the optimizer's own hyper-parameters.
+  struct GroupUpdate {
+    double lr, weight_decay, grad_scale;
+    DType grad_dtype, copy_dtype;
+    // The kernel arguments these fill (SgdArgs or AdamWArgs), the rest left at their defaults.
+    template <class Args>
+    Args kernel_args() const {
+      Args a;
+      a.lr = static_cast<float>(lr);
+      a.weight_decay = static_cast<float>(weight_decay);
+      a.grad_scale = static_cast<float>(grad_scale);
+      a.grad_dtype = grad_dtype;
+      a.copy_dtype = copy_dtype;
+      return a;
+    }
+  };
+  // Updates one group: `table` holds its trainable slots (state allocated), all with gradients of
+  // u.grad_dtype and copies of u.copy_dtype; steps[i] counts slot i's steps, this one included.
+  virtual void update(SlotTable& table, const std::vector<int64_t>& steps, const GroupUpdate& u) = 0;
+
+ private:
+  std::vector<ParamGroup> groups_;
+  std::map<std::string, ParamState> state_;
+  std::set<std::string> frozen_;
+};
+
+}  // namespace cnn::train

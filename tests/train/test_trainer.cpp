@@ -1,0 +1,141 @@
+// The training loop end to end: a short run on synthetic IDX data that must learn, a run interrupted
+// after one epoch and resumed that reproduces the uninterrupted run's losses bit for bit, a
+// checkpoint of another model refused, and (when the Debian package is installed) a few hundred
+// steps on Fashion-MNIST that beat chance by a wide margin.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/error.h"
+#include "train/config/config.h"
+#include "train/trainer.h"
+
+using namespace cnn;
+using namespace cnn::train;
+
+namespace {
+struct ScratchDir {
+  std::filesystem::path path;
+  explicit ScratchDir(const std::string& name)
+      : path(std::filesystem::temp_directory_path() / ("cnn_trainer_" + name + "_" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~ScratchDir() { std::filesystem::remove_all(path); }
+};
+
+void write_be32(std::ofstream& out, uint32_t v) {
+  const unsigned char b[4] = {static_cast<unsigned char>(v >> 24), static_cast<unsigned char>(v >> 16),
+                              static_cast<unsigned char>(v >> 8), static_cast<unsigned char>(v)};
+  out.write(reinterpret_cast<const char*>(b), 4);
+}
+
+// `count` 28x28 images of 4 classes: class k is a bright 8x8 square in quadrant k on a noisy background.
+void write_idx_split(const std::filesystem::path& dir, const std::string& prefix, int count, uint32_t seed) {
+  std::ofstream images(dir / (prefix + "-images-idx3-ubyte"), std::ios::binary), labels(dir / (prefix + "-labels-idx1-ubyte"), std::ios::binary);
+  write_be32(images, 0x803);
+  write_be32(images, static_cast<uint32_t>(count));
+  write_be32(images, 28);
+  write_be32(images, 28);
+  write_be32(labels, 0x801);
+  write_be32(labels, static_cast<uint32_t>(count));
+  uint32_t state = seed;
+  for (int i = 0; i < count; ++i) {
+    const int label = i % 4;
+    const int y0 = label / 2 * 14 + 3, x0 = label % 2 * 14 + 3;
+    for (int y = 0; y < 28; ++y)
+      for (int x = 0; x < 28; ++x) {
+        state = state * 1664525u + 1013904223u;
+        const bool inside = y >= y0 && y < y0 + 8 && x >= x0 && x < x0 + 8;
+        const char pixel = static_cast<char>(inside ? 200 + (state >> 28) : (state >> 26));
+        images.put(pixel);
+      }
+    labels.put(static_cast<char>(label));
+  }
+}
+
+std::string config_text(const std::filesystem::path& data, const std::filesystem::path& runs) {
+  std::ostringstream c;
+  c << "[model]\nname = compact_cnn\nnum_classes = 4\nin_channels = 1\n"
+    << "[data]\nformat = idx\npath = " << data.string() << "\nval_path = " << data.string()
+    << "\nbatch_size = 32\nimage_size = 28\ncrop_pct = 1.0\nmean = 0.2\nstd = 0.3\nworkers = 2\n"
+    << "[augment]\nrandom_resized_crop = false\nhflip = 0\n"  // a flip would swap the classes
+    << "[optim]\nname = sgd\nlr = 0.02\nhead = classifier\n"
+    << "[schedule]\nname = warmup_cosine\nwarmup_epochs = 0.5\n"
+    << "[train]\nepochs = 2\ndevice = cpu\nseed = 3\nthreads = 2\n"
+    << "[log]\nlevel = quiet\nevery_steps = 4\n"
+    << "[run]\ndir = " << runs.string() << "\nname = test\n";
+  return c.str();
+}
+}  // namespace
+
+TEST_CASE("trainer: a short run learns, and a run resumed after epoch 1 reproduces every loss bit for bit") {
+  ScratchDir dir("resume");
+  write_idx_split(dir.path, "train", 256, 1);
+  write_idx_split(dir.path, "t10k", 64, 2);
+  const std::string text = config_text(dir.path, dir.path / "runs");
+  std::ostringstream quiet;
+  TrainRunOptions opts;
+  opts.console = &quiet;
+  opts.record_step_losses = true;
+
+  const Config two_epochs = Config::parse(text, "test.ini");
+  const TrainSummary full = run_training(two_epochs, opts);
+  CHECK(full.step_losses.size() == 16);  // 2 epochs x 8 batches
+  CHECK(full.last_top1 > 90.0);          // the squares are easy
+  CHECK(std::filesystem::exists(full.run_dir / "last.h5"));
+  CHECK(std::filesystem::exists(full.run_dir / "best.h5"));
+  CHECK(std::filesystem::exists(full.run_dir / "metrics.jsonl"));
+  CHECK(std::filesystem::exists(full.run_dir / "config.ini"));
+  CHECK(std::filesystem::exists(full.run_dir / "confusion.json"));
+
+  // Interrupted after epoch 1 (same config: the schedule still spans two epochs), then resumed.
+  const Config one_epoch = Config::parse(text, "test.ini", {"train.max_steps=8", "run.name=interrupted"});
+  const TrainSummary first = run_training(one_epoch, opts);
+  TrainRunOptions resume = opts;
+  resume.resume = first.run_dir.string();
+  const Config resumed_config = Config::parse(text, "test.ini", {"run.name=interrupted"});
+  const TrainSummary second = run_training(resumed_config, resume);
+  std::vector<double> stitched = first.step_losses;
+  stitched.insert(stitched.end(), second.step_losses.begin(), second.step_losses.end());
+  MESSAGE("uninterrupted final loss " << full.step_losses.back() << ", resumed " << stitched.back());
+  CHECK(stitched == full.step_losses);
+  CHECK(second.last_top1 == full.last_top1);
+
+  // A checkpoint of another class count is a clear error.
+  const Config other = Config::parse(text, "test.ini", {"model.num_classes=7"});
+  TrainRunOptions wrong = opts;
+  wrong.resume = (first.run_dir / "last.h5").string();
+  CHECK_THROWS_WITH_AS(run_training(other, wrong), doctest::Contains("check [model] name and num_classes"), Error);
+}
+
+TEST_CASE("trainer: keys it does not implement are refused, not ignored") {
+  ScratchDir dir("refuse");
+  const Config c = Config::parse(config_text(dir.path, dir.path / "runs") + "\n", "test.ini", {"model.drop_path=0.1"});
+  CHECK_THROWS_WITH_AS(run_training(c), doctest::Contains("model.drop_path is not supported"), Error);
+}
+
+TEST_CASE("trainer: a few hundred steps on Fashion-MNIST beat chance by a wide margin") {
+  const std::filesystem::path data = "/usr/share/datasets/fashion-mnist";
+  if (!std::filesystem::exists(data / "train-images-idx3-ubyte.gz")) {
+    MESSAGE("skipped: Fashion-MNIST not installed (Debian package dataset-fashion-mnist)");
+    return;
+  }
+  ScratchDir dir("fashion");
+  std::ostringstream text;
+  text << "[model]\nname = compact_cnn\nnum_classes = 10\nin_channels = 1\n[data]\nformat = idx\npath = " << data.string()
+       << "\nval_path = " << data.string()
+       << "\nbatch_size = 64\nimage_size = 28\ncrop_pct = 1.0\nmean = 0.286\nstd = 0.353\nworkers = 2\n"
+       << "[augment]\nrandom_resized_crop = false\n[optim]\nlr = 0.05\nhead = classifier\n"
+       << "[train]\nepochs = 1\nmax_steps = 200\ndevice = cpu\n[log]\nlevel = quiet\n[run]\ndir = " << (dir.path / "runs").string()
+       << "\n";
+  std::ostringstream quiet;
+  TrainRunOptions opts;
+  opts.console = &quiet;
+  const TrainSummary s = run_training(Config::parse(text.str(), "fashion.ini"), opts);
+  MESSAGE("200 steps of 64: test top-1 " << s.last_top1 << "% in " << s.seconds << " s");
+  CHECK(s.last_top1 > 70.0);  // chance is 10%
+}

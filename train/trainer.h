@@ -1,0 +1,35 @@
+// The training loop behind cnn_train: builds the model, data, optimizer and schedule from a Config,
+// trains with the tape (mixed precision, gradient accumulation, checkpointing of blocks, clipping),
+// validates, and writes the run folder:
+//   <dir>/<YYYYmmdd_HHMMSS>_<name>/  config.ini (resolved), train.log, metrics.jsonl, TensorBoard
+//   events, classes.txt, confusion.json (last validation), last.h5, best.h5, model.safetensors.
+// A resumed run (--resume RUN_DIR or a checkpoint file) continues in the folder of its checkpoint.
+#pragma once
+#include <filesystem>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "train/config/config.h"
+
+namespace cnn::train {
+
+struct TrainRunOptions {
+  std::string resume;           // "" (start afresh, unless [checkpoint] resume says otherwise), a run folder or a file
+  std::ostream* console = nullptr;  // default: standard output
+  bool record_step_losses = false;  // keep every step's loss in the summary (reads it back each step)
+};
+
+struct TrainSummary {
+  std::filesystem::path run_dir;
+  int64_t epochs_run = 0, steps = 0, skipped_steps = 0;
+  double best_top1 = -1;  // best validation top-1 in percent (-1: no validation)
+  int64_t best_epoch = -1;
+  double last_top1 = -1, last_val_loss = -1;
+  double seconds = 0, images_per_second = 0, data_wait_share = 0;
+  std::vector<double> step_losses;  // with record_step_losses: the loss of every optimizer step's first micro-batch
+};
+
+TrainSummary run_training(const Config& config, const TrainRunOptions& options = {});
+
+}  // namespace cnn::train

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The GPU check: on a machine with an NVIDIA GPU, builds for sm_90 (override with CUDA_ARCH) with all
 # cores, runs every test labelled gpu (and the rest of the suite), runs the gpu tests again under
-# compute-sanitizer memcheck where it is available, and prints a short summary. Logs go to $OUT
+# compute-sanitizer memcheck where it is available, times ResNet-50's convolutions with bench_conv,
+# and prints a short summary. Logs go to $OUT
 # when it is set (else build-gpu/logs). Meant to finish in well under 8 minutes on one H200.
 #
 # Packages: the build needs doctest-dev, libopenblas-dev and zlib1g-dev. On a machine without
@@ -38,6 +39,9 @@ gpu_rc=$?
 note "gpu tests: $(grep -E 'tests passed|tests failed' "$logs/gpu_tests.log" | tail -1) (rc $gpu_rc)"
 note "gpu cases: $(grep -E '^\[doctest\] (test cases|assertions)' "$logs/gpu_cases.log" | tr '\n' ' ')"
 
+./build-gpu/tests/train/test_train -tc='*CUDA device*' -s >"$logs/optimizer_cuda.log" 2>&1
+note "optimizer and gradient kernels on the device: $(grep -E '^\[doctest\] test cases' "$logs/optimizer_cuda.log")"
+
 ctest --test-dir build-gpu -LE gpu -j "$(nproc)" >"$logs/other_tests.log" 2>&1
 note "other tests: $(grep -E 'tests passed|tests failed' "$logs/other_tests.log" | tail -1)"
 
@@ -48,6 +52,9 @@ if [ -n "$sanitizer" ]; then
 else
   note "compute-sanitizer: not available"
 fi
+timeout 150 ./build-gpu/bench/bench_conv --device cuda --batch 32 --set resnet50 --json "$logs/bench_conv_resnet50_b32.json" \
+  >"$logs/bench_conv.log" 2>&1
+note "bench_conv (resnet50, batch 32, f32): rc $? (table in bench_conv.log)"
 note "total: $(( $(date +%s) - start )) s"
 cat "$summary"
 [ $gpu_rc -eq 0 ]

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "layers/models/compact_cnn.h"
+#include "layers/models/mlp.h"
 #include "layers/models/efficientnet.h"
 #include "layers/models/resnet.h"
 #include "layers/models/vgg.h"
@@ -47,6 +48,8 @@ std::vector<Entry> make_entries() {
                        [depth](int classes, int channels) { return cifar_resnet(depth, classes, channels); }});
   entries.push_back({{"compact_cnn", "compact CNN for 28x28 grayscale images (Fashion-MNIST)", 28, 1, 10},
                      [](int classes, int channels) { return compact_cnn(classes, channels); }});
+  entries.push_back({{"mlp", "two-layer perceptron for 28x28 images (no batch norm)", 28, 1, 10},
+                     [](int classes, int channels) { return mlp(classes, channels); }});
   return entries;
 }
 

@@ -20,6 +20,7 @@
 #include "layers/registry.h"
 #include "layers/weights.h"
 #include "train/checkpoint.h"
+#include "train/eval_support.h"
 #include "train/log/console.h"
 #include "train/log/metrics_jsonl.h"
 #include "train/log/tensorboard.h"
@@ -105,16 +106,6 @@ std::string dataset_spec(const Config& c, const std::string& path, bool train) {
   return path;  // folder (a directory), packed (.h5) or list files are recognised by open_dataset
 }
 
-data::Normalize normalize_of(const Config& c, int channels) {
-  std::vector<double> mean = c.reals("data.mean"), stddev = c.reals("data.std");
-  // Single-channel data with three-channel defaults: use their first values.
-  if (channels == 1 && mean.size() == 3) mean.resize(1);
-  if (channels == 1 && stddev.size() == 3) stddev.resize(1);
-  CNN_CHECK(static_cast<int>(mean.size()) == channels && static_cast<int>(stddev.size()) == channels, c.origin("data.mean"),
-            ": data.mean and data.std need ", channels, " values (one per input channel)");
-  return data::Normalize{std::vector<float>(mean.begin(), mean.end()), std::vector<float>(stddev.begin(), stddev.end())};
-}
-
 data::Pipeline train_pipeline(const Config& c, int channels) {
   const int size = static_cast<int>(c.integer("data.image_size"));
   std::vector<data::TransformPtr> t;
@@ -128,13 +119,6 @@ data::Pipeline train_pipeline(const Config& c, int channels) {
   if (c.real("augment.hflip") > 0) t.push_back(std::make_shared<data::RandomHorizontalFlip>(c.real("augment.hflip")));
   const float jitter = static_cast<float>(c.real("augment.color_jitter"));
   if (jitter > 0) t.push_back(std::make_shared<data::ColorJitter>(jitter, jitter, jitter, 0.0f));
-  return data::Pipeline(t, size, size, channels, normalize_of(c, channels));
-}
-
-data::Pipeline eval_pipeline(const Config& c, int channels) {
-  const int size = static_cast<int>(c.integer("data.image_size"));
-  const int resize = static_cast<int>(std::floor(size / c.real("data.crop_pct")));
-  std::vector<data::TransformPtr> t = {std::make_shared<data::Resize>(resize), std::make_shared<data::CenterCrop>(size, size)};
   return data::Pipeline(t, size, size, channels, normalize_of(c, channels));
 }
 
@@ -201,33 +185,18 @@ void write_confusion(const std::filesystem::path& path, const Validation& v, con
   std::ofstream(path) << doc.dump(1) << "\n";
 }
 
-io::NamedTensors as_named(const std::vector<NamedParameter>& params) {
-  io::NamedTensors out;
-  for (const NamedParameter& p : params) out.emplace_back(p.name, p.tensor);
-  return out;
-}
-
-io::NamedTensors as_named(const std::vector<NamedTensor>& tensors) {
-  io::NamedTensors out;
-  for (const NamedTensor& t : tensors) out.emplace_back(t.name, t.tensor);
-  return out;
-}
-
-// Copies checkpointed tensors into the model's own (same names and shapes; a mismatch is an error
-// that says the checkpoint belongs to another model).
-void restore_tensors(const io::NamedTensors& saved, const io::NamedTensors& into, const std::string& source) {
-  std::map<std::string, const Tensor*> by_name;
-  for (const auto& [name, t] : saved) by_name[name] = &t;
-  NoGrad no_grad;
-  for (const auto& [name, t] : into) {
-    auto it = by_name.find(name);
-    CNN_CHECK(it != by_name.end(), "checkpoint ", source, " has no tensor ", name,
-              ": it was written for another model; check [model] name and num_classes");
-    CNN_CHECK(it->second->shape() == t.shape(), "checkpoint ", source, ": ", name, " is ", it->second->shape().str(),
-              " but the model's is ", t.shape().str(), "; check [model] name and num_classes");
-    Tensor dst = t;
-    dst.copy_(it->second->to(t.dtype()).to(t.device()));
+// resume = auto: the newest <dir>/<timestamp>_<name> folder that holds a last.h5 ("" when none).
+std::filesystem::path latest_run_with_checkpoint(const std::filesystem::path& dir, const std::string& name) {
+  std::filesystem::path best;
+  if (!std::filesystem::is_directory(dir)) return best;
+  const std::string suffix = "_" + name;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string folder = entry.path().filename().string();
+    const bool named = folder.size() > suffix.size() && folder.compare(folder.size() - suffix.size(), suffix.size(), suffix) == 0;
+    if (named && std::filesystem::exists(last_checkpoint_path(entry.path())) && (best.empty() || entry.path() > best))
+      best = entry.path();
   }
+  return best;
 }
 
 std::string format_seconds(double s) {
@@ -254,9 +223,10 @@ TrainSummary run_training(const Config& c, const TrainRunOptions& options) {
   if (!resume.empty() && resume != "auto") {
     const std::filesystem::path r(resume);
     run_dir = std::filesystem::is_directory(r) ? r : r.parent_path();
-  } else {
-    run_dir = std::filesystem::path(c.text("run.dir")) / (timestamp("%Y%m%d_%H%M%S") + "_" + name);
+  } else if (resume == "auto") {
+    run_dir = latest_run_with_checkpoint(c.text("run.dir"), name);
   }
+  if (run_dir.empty()) run_dir = std::filesystem::path(c.text("run.dir")) / (timestamp("%Y%m%d_%H%M%S") + "_" + name);
   std::filesystem::create_directories(run_dir);
   std::filesystem::path resume_file;
   if (!resume.empty())

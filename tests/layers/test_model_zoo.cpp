@@ -100,7 +100,7 @@ TEST_CASE("EfficientNet's channel rounding, depth scaling and stochastic depth a
 
 TEST_CASE("the registry lists its models and refuses unknown names with a suggestion") {
   const std::vector<std::string> names = model_names();
-  CHECK(names.size() == 5 + 8 + 8 + 5 + 1);
+  CHECK(names.size() == 5 + 8 + 8 + 5 + 2);
   CHECK(std::find(names.begin(), names.end(), "vgg16_bn") != names.end());
   CHECK(std::find(names.begin(), names.end(), "cifar_resnet56") != names.end());
   CHECK(model_info("compact_cnn").in_channels == 1);

@@ -5,11 +5,13 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "engine/error.h"
+#include "engine/io/safetensors.h"
 #include "train/config/config.h"
 #include "train/trainer.h"
 
@@ -55,6 +57,16 @@ void write_idx_split(const std::filesystem::path& dir, const std::string& prefix
       }
     labels.put(static_cast<char>(label));
   }
+}
+
+// Every value of every tensor of a safetensors file, in file order.
+std::vector<double> load_weights_values(const std::filesystem::path& path) {
+  std::vector<double> all;
+  for (const auto& [name, t] : io::load_safetensors(path).tensors) {
+    const std::vector<double> v = t.to_doubles();
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  return all;
 }
 
 std::string config_text(const std::filesystem::path& data, const std::filesystem::path& runs) {
@@ -105,11 +117,40 @@ TEST_CASE("trainer: a short run learns, and a run resumed after epoch 1 reproduc
   CHECK(stitched == full.step_losses);
   CHECK(second.last_top1 == full.last_top1);
 
+  // resume = auto finds the newest run folder of the same name with a last.h5: here nothing is left
+  // to train, so it only validates and reports.
+  const TrainSummary again = run_training(Config::parse(text, "test.ini", {"run.name=interrupted", "checkpoint.resume=auto"}), opts);
+  CHECK(again.run_dir == second.run_dir);
+  CHECK(again.epochs_run == 0);
+
   // A checkpoint of another class count is a clear error.
   const Config other = Config::parse(text, "test.ini", {"model.num_classes=7"});
   TrainRunOptions wrong = opts;
   wrong.resume = (first.run_dir / "last.h5").string();
   CHECK_THROWS_WITH_AS(run_training(other, wrong), doctest::Contains("check [model] name and num_classes"), Error);
+}
+
+TEST_CASE("trainer: accumulating 2 batches of 16 matches batches of 32 on a model without batch norm") {
+  ScratchDir dir("accumulate");
+  write_idx_split(dir.path, "train", 128, 5);
+  write_idx_split(dir.path, "t10k", 32, 6);
+  const std::string text = config_text(dir.path, dir.path / "runs");
+  std::ostringstream quiet;
+  TrainRunOptions opts;
+  opts.console = &quiet;
+  auto weights_after = [&](const std::vector<std::string>& overrides) {
+    std::vector<std::string> all = {"model.name=mlp", "train.epochs=1", "optim.head=classifier"};
+    all.insert(all.end(), overrides.begin(), overrides.end());
+    const TrainSummary s = run_training(Config::parse(text, "test.ini", all), opts);
+    return load_weights_values(s.run_dir / "model.safetensors");
+  };
+  const std::vector<double> big = weights_after({"data.batch_size=32", "run.name=big"});
+  const std::vector<double> accumulated = weights_after({"data.batch_size=16", "train.accumulate=2", "run.name=accumulated"});
+  REQUIRE(big.size() == accumulated.size());
+  double worst = 0;
+  for (size_t i = 0; i < big.size(); ++i) worst = std::max(worst, std::fabs(big[i] - accumulated[i]));
+  MESSAGE("largest weight difference after 4 steps: " << worst);
+  CHECK(worst < 1e-5);
 }
 
 TEST_CASE("trainer: keys it does not implement are refused, not ignored") {

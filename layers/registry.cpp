@@ -2,11 +2,14 @@
 #include "layers/registry.h"
 
 #include <algorithm>
+#include <climits>
 #include <functional>
 
+#include "engine/closest_match.h"
+
 #include "layers/models/compact_cnn.h"
-#include "layers/models/mlp.h"
 #include "layers/models/efficientnet.h"
+#include "layers/models/mlp.h"
 #include "layers/models/resnet.h"
 #include "layers/models/vgg.h"
 
@@ -58,29 +61,13 @@ const std::vector<Entry>& entries() {
   return all;
 }
 
-// Levenshtein distance, for suggesting the closest name.
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
 const Entry& find_entry(const std::string& name) {
   const Entry* closest = nullptr;
-  size_t best = SIZE_MAX;
+  int best = INT_MAX;
   std::string names;
   for (const Entry& e : entries()) {
     if (e.info.name == name) return e;
-    const size_t d = edit_distance(name, e.info.name);
+    const int d = edit_distance(name, e.info.name);
     if (d < best) best = d, closest = &e;
     names += (names.empty() ? "" : ", ") + e.info.name;
   }

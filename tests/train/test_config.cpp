@@ -11,7 +11,7 @@
 
 #include "engine/error.h"
 #include "engine/test_io_support.h"
-#include "train/config/closest_match.h"
+#include "engine/closest_match.h"
 #include "train/config/config.h"
 #include "train/config/schema.h"
 

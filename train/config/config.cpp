@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "engine/error.h"
-#include "train/config/closest_match.h"
+#include "engine/closest_match.h"
 #include "train/config/schema.h"
 
 namespace cnn::train {

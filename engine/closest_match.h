@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-namespace cnn::train {
+namespace cnn {
 
 // Edit distance counting insertions, deletions, substitutions and swaps of neighbouring letters
 // (optimal string alignment), case-insensitive.
@@ -12,4 +12,4 @@ int edit_distance(const std::string& a, const std::string& b);
 // prefix of the other (at least 3 letters), or at most a third of the letters are wrong.
 std::string closest_match(const std::string& word, const std::vector<std::string>& candidates);
 
-}  // namespace cnn::train
+}  // namespace cnn

@@ -1,10 +1,10 @@
 // Edit distance by dynamic programming over one row, and the nearest candidate under it.
-#include "train/config/closest_match.h"
+#include "engine/closest_match.h"
 
 #include <algorithm>
 #include <cctype>
 
-namespace cnn::train {
+namespace cnn {
 
 namespace {
 std::string lowercase(const std::string& s) {
@@ -49,4 +49,4 @@ std::string closest_match(const std::string& word, const std::vector<std::string
   return close ? best : "";
 }
 
-}  // namespace cnn::train
+}  // namespace cnn

@@ -55,6 +55,9 @@ fi
 timeout 150 ./build-gpu/bench/bench_conv --device cuda --batch 32 --set resnet50 --json "$logs/bench_conv_resnet50_b32.json" \
   >"$logs/bench_conv.log" 2>&1
 note "bench_conv (resnet50, batch 32, f32): rc $? (table in bench_conv.log)"
+timeout 90 ./build-gpu/bench/bench_checkpointing --device cuda --model resnet50 --batch 64 \
+  --json "$logs/bench_checkpointing.json" >"$logs/bench_checkpointing.log" 2>&1
+note "bench_checkpointing (resnet50, batch 64): $(tail -1 "$logs/bench_checkpointing.log")"
 note "total: $(( $(date +%s) - start )) s"
 cat "$summary"
 [ $gpu_rc -eq 0 ]

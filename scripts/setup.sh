@@ -6,7 +6,7 @@ set -eu
 cd "$(dirname "$0")/.."
 
 packages="build-essential cmake ccache doctest-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist python3
-  libhdf5-dev libturbojpeg0-dev libstb-dev libinih-dev libcli11-dev nlohmann-json3-dev"
+  libhdf5-dev libturbojpeg0-dev libstb-dev libinih-dev libcli11-dev nlohmann-json3-dev pkg-config"
 missing=""
 for p in $packages; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -115,8 +115,10 @@ Tensor dropout(const Tensor& x, double p, uint64_t seed, uint64_t offset);
 // Stochastic depth: each sample (first axis) is zeroed with probability p, survivors scaled by 1/(1-p).
 Tensor drop_path(const Tensor& x, double p, uint64_t seed, uint64_t offset);
 
-// ---- shape ops (engine/ops/concat.cpp) ----
+// ---- shape ops (engine/ops/concat.cpp, engine/ops/transpose.cpp) ----
 Tensor concat_channels(const std::vector<Tensor>& xs);  // along the last axis; other dims must match
+// [B, M, N] -> [B, N, M] (any dtype; differentiable for floating ones).
+Tensor transpose_last2(const Tensor& x);
 
 // ---- dtype (engine/ops/cast.cpp) ----
 Tensor cast(const Tensor& x, DType dtype);  // differentiable between floating types

@@ -1,4 +1,4 @@
-// Dropout and drop-path masks from Philox, and channel concatenation copies.
+// Dropout and drop-path masks from Philox, and the layout copies of concatenation and transposition.
 #pragma once
 #include <cstdint>
 
@@ -16,7 +16,9 @@ using Stream = void*;
                  uint64_t offset __VA_ARGS__);                                                               \
   /* dst[r, dst_offset + j] = src[r, src_offset + j] for r < rows, j < cols; ld = row lengths */           \
   void copy_columns(DType dt, const void* src, int64_t src_ld, int64_t src_offset, void* dst, int64_t dst_ld, \
-                    int64_t dst_offset, int64_t rows, int64_t cols __VA_ARGS__);
+                    int64_t dst_offset, int64_t rows, int64_t cols __VA_ARGS__);                    \
+  /* y[b, c, r] = x[b, r, c] for b < batch, r < rows, c < cols */                                         \
+  void transpose_batched(DType dt, const void* x, void* y, int64_t batch, int64_t rows, int64_t cols __VA_ARGS__);
 
 namespace cpu {
 CNN_REGULARIZE_KERNELS()

@@ -1,6 +1,7 @@
 // Pooling and flattening modules (see pool.h).
 #include "layers/pool.h"
 
+#include "engine/ops.h"
 #include "layers/shape_trace.h"
 
 namespace cnn {
@@ -61,7 +62,13 @@ Shape AdaptiveAvgPool2d::infer_shape(const Shape& input, ShapeTrace& trace) cons
 
 Flatten::Flatten() : Module("Flatten") {}
 
-Tensor Flatten::compute(const Tensor& x) { return x.reshape({x.size(0), -1}); }
+Tensor Flatten::compute(const Tensor& x) {
+  // [N, H, W, C] with H*W > 1: to PyTorch's (C, H, W) feature order first, so that a following
+  // Linear uses torchvision's weights unchanged.
+  if (x.dim() == 4 && x.size(1) * x.size(2) > 1)
+    return transpose_last2(x.reshape({x.size(0), x.size(1) * x.size(2), x.size(3)})).reshape({x.size(0), -1});
+  return x.reshape({x.size(0), -1});
+}
 
 Shape Flatten::infer_shape(const Shape& input, ShapeTrace& trace) const {
   CNN_CHECK(input.rank() >= 1, trace.where(), ": cannot flatten a scalar");

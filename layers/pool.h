@@ -47,8 +47,9 @@ class AdaptiveAvgPool2d : public Module {
   int out_h_, out_w_;
 };
 
-// [N, d1, d2, ...] -> [N, d1 * d2 * ...]. In NHWC the features come out in (H, W, C) order, not
-// PyTorch's (C, H, W): weights imported for a Linear after a Flatten must be permuted accordingly.
+// [N, d1, d2, ...] -> [N, d1 * d2 * ...]. An NHWC feature map [N, H, W, C] is flattened in PyTorch's
+// (C, H, W) order (a transpose, when H * W > 1), so that a Linear after it takes torchvision's
+// weights unchanged (VGG's classifier.0.weight, for instance).
 class Flatten : public Module {
  public:
   Flatten();

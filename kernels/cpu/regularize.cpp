@@ -1,4 +1,4 @@
-// CPU reference for dropout, drop-path and column copies.
+// CPU reference for dropout, drop-path, column copies and batched transposes.
 #include <cstring>
 
 #include "kernels/common/dispatch.h"
@@ -46,6 +46,17 @@ void copy_columns(DType dt, const void* src, int64_t src_ld, int64_t src_offset,
   for (int64_t r = 0; r < rows; ++r)
     std::memcpy(d + (r * dst_ld + dst_offset) * bytes, s + (r * src_ld + src_offset) * bytes,
                 static_cast<size_t>(cols * bytes));
+}
+
+void transpose_batched(DType dt, const void* x, void* y, int64_t batch, int64_t rows, int64_t cols) {
+  const int64_t bytes = dtype_size(dt);
+  const char* s = static_cast<const char*>(x);
+  char* d = static_cast<char*>(y);
+#pragma omp parallel for collapse(2) schedule(static) if (batch * rows * cols > 65536)
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        std::memcpy(d + ((b * cols + c) * rows + r) * bytes, s + ((b * rows + r) * cols + c) * bytes, static_cast<size_t>(bytes));
 }
 
 }  // namespace cnn::kernels::cpu

@@ -1,4 +1,5 @@
-// Dropout, drop-path and column-copy CUDA kernels: grid-stride elementwise passes. Dropout masks are
+// Dropout, drop-path, column-copy and batched-transpose CUDA kernels: grid-stride elementwise passes
+// (the transpose writes with a stride; it serves small tensors such as a flattened 7x7 feature map). Dropout masks are
 // recomputed from Philox (seed, offset, index) with the same function as the CPU (no mask is stored).
 // Traffic: one read and one write per element.
 #include "kernels/common/dispatch.h"
@@ -39,6 +40,26 @@ __global__ void copy_columns_kernel(const U* src, int64_t src_ld, int64_t src_of
     dst[r * dst_ld + dst_offset + j] = src[r * src_ld + src_offset + j];
   }
 }
+// y[b, c, r] = x[b, r, c], one output element per step.
+template <class U>
+__global__ void transpose_kernel(const U* x, U* y, int64_t batch, int64_t rows, int64_t cols) {
+  const int64_t n = batch * rows * cols;
+  for (int64_t i = CNN_GLOBAL_INDEX; i < n; i += CNN_GRID_STRIDE) {
+    const int64_t c = i % cols, r = (i / cols) % rows, b = i / (rows * cols);
+    y[(b * cols + c) * rows + r] = x[i];
+  }
+}
+
+// Launches kernel<U> with U the unsigned integer type of the element size.
+template <template <class> class Launch, class... Args>
+void by_element_size(DType dt, Args... args) {
+  switch (dtype_size(dt)) {
+    case 1: Launch<uint8_t>::run(args...); return;
+    case 2: Launch<uint16_t>::run(args...); return;
+    case 4: Launch<uint32_t>::run(args...); return;
+    default: Launch<uint64_t>::run(args...); return;
+  }
+}
 }  // namespace
 
 void dropout(DType dt, const void* x, void* y, int64_t n, double p, uint64_t seed, uint64_t offset, Stream stream) {
@@ -63,29 +84,33 @@ void drop_path(DType dt, const void* x, void* y, int64_t rows, int64_t row_size,
   });
 }
 
+namespace {
+template <class U>
+struct CopyColumns {
+  static void run(const void* src, int64_t src_ld, int64_t src_offset, void* dst, int64_t dst_ld, int64_t dst_offset,
+                  int64_t rows, int64_t cols, Stream stream) {
+    CNN_LAUNCH(copy_columns_kernel<U>, grid_for(rows * cols, kThreads), kThreads, stream, static_cast<const U*>(src),
+               src_ld, src_offset, static_cast<U*>(dst), dst_ld, dst_offset, rows, cols);
+  }
+};
+template <class U>
+struct Transpose {
+  static void run(const void* x, void* y, int64_t batch, int64_t rows, int64_t cols, Stream stream) {
+    CNN_LAUNCH(transpose_kernel<U>, grid_for(batch * rows * cols, kThreads), kThreads, stream, static_cast<const U*>(x),
+               static_cast<U*>(y), batch, rows, cols);
+  }
+};
+}  // namespace
+
 void copy_columns(DType dt, const void* src, int64_t src_ld, int64_t src_offset, void* dst, int64_t dst_ld,
                   int64_t dst_offset, int64_t rows, int64_t cols, Stream stream) {
-  const int64_t n = rows * cols;
-  if (n == 0) return;
-  const unsigned grid = grid_for(n, kThreads);
-  switch (dtype_size(dt)) {
-    case 1:
-      CNN_LAUNCH(copy_columns_kernel<uint8_t>, grid, kThreads, stream, static_cast<const uint8_t*>(src), src_ld, src_offset,
-                 static_cast<uint8_t*>(dst), dst_ld, dst_offset, rows, cols);
-      return;
-    case 2:
-      CNN_LAUNCH(copy_columns_kernel<uint16_t>, grid, kThreads, stream, static_cast<const uint16_t*>(src), src_ld,
-                 src_offset, static_cast<uint16_t*>(dst), dst_ld, dst_offset, rows, cols);
-      return;
-    case 4:
-      CNN_LAUNCH(copy_columns_kernel<uint32_t>, grid, kThreads, stream, static_cast<const uint32_t*>(src), src_ld,
-                 src_offset, static_cast<uint32_t*>(dst), dst_ld, dst_offset, rows, cols);
-      return;
-    default:
-      CNN_LAUNCH(copy_columns_kernel<uint64_t>, grid, kThreads, stream, static_cast<const uint64_t*>(src), src_ld,
-                 src_offset, static_cast<uint64_t*>(dst), dst_ld, dst_offset, rows, cols);
-      return;
-  }
+  if (rows * cols == 0) return;
+  by_element_size<CopyColumns>(dt, src, src_ld, src_offset, dst, dst_ld, dst_offset, rows, cols, stream);
+}
+
+void transpose_batched(DType dt, const void* x, void* y, int64_t batch, int64_t rows, int64_t cols, Stream stream) {
+  if (batch * rows * cols == 0) return;
+  by_element_size<Transpose>(dt, x, y, batch, rows, cols, stream);
 }
 
 }  // namespace cnn::kernels::cuda

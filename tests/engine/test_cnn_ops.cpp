@@ -111,3 +111,10 @@ TEST_CASE("concat_channels joins along the last axis") {
   CHECK(concat_channels({a, b}).to_doubles() == std::vector<double>{1, 2, 5, 3, 4, 6});
   CHECK_THROWS_AS(concat_channels({a, Tensor::zeros({3, 1})}), Error);
 }
+
+TEST_CASE("transpose_last2 swaps the last two axes of each batch entry") {
+  const Tensor x = Tensor::from_vector<int64_t>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 2, 3});
+  const Tensor y = transpose_last2(x);
+  CHECK(y.shape() == Shape{2, 3, 2});
+  CHECK(y.to_doubles() == std::vector<double>{1, 4, 2, 5, 3, 6, 7, 10, 8, 11, 9, 12});
+}

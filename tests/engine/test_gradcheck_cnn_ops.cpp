@@ -97,6 +97,10 @@ TEST_CASE("gradcheck adaptive and global average pooling") {
   expect_gradients([](const std::vector<Tensor>& in) { return global_avg_pool2d(in[0]); }, {uniform64({2, 4, 3, 5}, 321)});
 }
 
+TEST_CASE("gradcheck transpose_last2") {
+  expect_gradients([](const std::vector<Tensor>& in) { return transpose_last2(in[0]); }, {uniform64({2, 3, 5}, 340)});
+}
+
 TEST_CASE("gradcheck dropout, drop_path and concat_channels") {
   expect_gradients([](const std::vector<Tensor>& in) { return dropout(in[0], 0.3, 7, 100); }, {uniform64({4, 6}, 330)});
   expect_gradients([](const std::vector<Tensor>& in) { return drop_path(in[0], 0.4, 7, 0); }, {uniform64({6, 2, 2, 3}, 331)});

@@ -60,7 +60,7 @@ TEST_CASE("gpu agreement: batch_norm2d train and eval with each fused activation
   }
 }
 
-TEST_CASE("gpu agreement: pooling, dropout, drop_path, concat") {
+TEST_CASE("gpu agreement: pooling, dropout, drop_path, transpose, concat") {
   Pool2dOptions o;
   o.kernel_h = o.kernel_w = 3;
   o.stride_h = o.stride_w = 2;
@@ -72,6 +72,7 @@ TEST_CASE("gpu agreement: pooling, dropout, drop_path, concat") {
   expect_agreement([](const std::vector<Tensor>& v) { return global_avg_pool2d(v[0]); }, {x}, 1e-5);
   expect_agreement([](const std::vector<Tensor>& v) { return dropout(v[0], 0.2, 9, 123); }, {x}, 0);
   expect_agreement([](const std::vector<Tensor>& v) { return drop_path(v[0], 0.2, 9, 0); }, {x}, 0);
+  expect_agreement([](const std::vector<Tensor>& v) { return transpose_last2(v[0].reshape({8, 33 * 31, 24})); }, {x}, 0);
   expect_agreement([](const std::vector<Tensor>& v) { return concat_channels({v[0], v[1]}); },
                    {x, u({8, 33, 31, 8}, 21)}, 0);
 }

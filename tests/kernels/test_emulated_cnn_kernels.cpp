@@ -109,7 +109,7 @@ TEST_CASE("pooling: max with argmax, average with and without padding, adaptive;
   }
 }
 
-TEST_CASE("dropout, drop-path and column copies match the CPU bit for bit") {
+TEST_CASE("dropout, drop-path, column copies and transposes match the CPU bit for bit") {
   for (DType dt : kFloatTypes) {
     const int64_t n = 900;
     const Buffer x = random_buffer(dt, n, 20);
@@ -127,5 +127,9 @@ TEST_CASE("dropout, drop-path and column copies match the CPU bit for bit") {
     cpu::copy_columns(dt, x.data(), 30, 0, wide_cpu.data(), 50, 20, 30, 30);
     emu::copy_columns(dt, x.data(), 30, 0, wide_emu.data(), 50, 20, 30, 30, nullptr);
     CHECK(std::memcmp(wide_cpu.data(), wide_emu.data(), static_cast<size_t>(30 * 50 * dtype_size(dt))) == 0);
+    Buffer t_cpu(dt, n), t_emu(dt, n);
+    cpu::transpose_batched(dt, x.data(), t_cpu.data(), 3, 20, 15);
+    emu::transpose_batched(dt, x.data(), t_emu.data(), 3, 20, 15, nullptr);
+    CHECK(std::memcmp(t_cpu.data(), t_emu.data(), bytes) == 0);
   }
 }

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "engine/io/safetensors.h"
+#include "layers/pool.h"
 #include "layers/registry.h"
 #include "layers/weights.h"
 
@@ -68,4 +69,15 @@ TEST_CASE("strict loading refuses another head, partial loading reports it and l
   CHECK_THROWS_WITH_AS(load_weights(*target, temp_path("missing.h5")), doctest::Contains("missing.h5"), Error);
   CHECK_THROWS_WITH_AS(save_weights(*target, temp_path("weights.pt")), doctest::Contains("unknown extension"), Error);
   std::filesystem::remove(path);
+}
+
+TEST_CASE("Flatten orders an NHWC feature map's features as PyTorch does: (C, H, W)") {
+  Flatten flatten;
+  // x[0, h, w, c] = 100 c + 10 h + w
+  std::vector<float> values;
+  for (int h = 0; h < 2; ++h)
+    for (int w = 0; w < 3; ++w)
+      for (int c = 0; c < 2; ++c) values.push_back(static_cast<float>(100 * c + 10 * h + w));
+  const Tensor y = flatten(Tensor::from_vector(values, {1, 2, 3, 2}));
+  CHECK(y.to_doubles() == std::vector<double>{0, 1, 2, 10, 11, 12, 100, 101, 102, 110, 111, 112});
 }

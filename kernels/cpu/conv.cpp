@@ -135,52 +135,47 @@ int64_t chunk_samples(const ConvGeometry& g) {
   return std::clamp<int64_t>(column_budget_bytes.load() / std::max<int64_t>(per_sample, 1), 1, std::max<int64_t>(g.n, 1));
 }
 
+// The walk shared by the three GEMM paths: a column buffer for one chunk of samples, then
+// body(n0, count, group, col) for every chunk and group, in order.
+template <class T, class Body>
+void for_each_chunk(const ConvGeometry& g, Body body) {
+  const int64_t chunk = chunk_samples<T>(g);
+  const int64_t columns = g.oh * g.ow * g.kh * g.kw * g.group_in();
+  std::unique_ptr<T[]> col(new T[static_cast<size_t>(chunk * columns)]);  // no zero fill: im2col/GEMM write it all
+  for (int64_t n0 = 0; n0 < g.n; n0 += chunk)
+    for (int64_t group = 0; group < g.groups; ++group) body(n0, std::min(chunk, g.n - n0), group, col.get());
+}
+
 template <class T>
 void gemm_forward(const ConvGeometry& g, const T* x, const T* w, T* y) {
-  const int64_t cg = g.group_in(), og = g.group_out(), k = g.kh * g.kw * cg, pixels = g.oh * g.ow;
-  const int64_t chunk = chunk_samples<T>(g);
-  std::unique_ptr<T[]> col(new T[static_cast<size_t>(chunk * pixels * k)]);  // no zero fill: im2col/GEMM write it all
-  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
-    const int64_t count = std::min(chunk, g.n - n0);
-    for (int64_t group = 0; group < g.groups; ++group) {
-      for (int64_t i = 0; i < count; ++i) im2col(g, x, n0 + i, group, col.get() + i * pixels * k);
-      GemmShape s{false, true, count * pixels, og, k, k, k, g.o};
-      gemm(dtype_for<T>(), s, 1.0, col.get(), w + group * og * k, 0.0, y + n0 * pixels * g.o + group * og);
-    }
-  }
+  const int64_t og = g.group_out(), k = g.kh * g.kw * g.group_in(), pixels = g.oh * g.ow;
+  for_each_chunk<T>(g, [&](int64_t n0, int64_t count, int64_t group, T* col) {
+    for (int64_t i = 0; i < count; ++i) im2col(g, x, n0 + i, group, col + i * pixels * k);
+    GemmShape s{false, true, count * pixels, og, k, k, k, g.o};
+    gemm(dtype_for<T>(), s, 1.0, col, w + group * og * k, 0.0, y + n0 * pixels * g.o + group * og);
+  });
 }
 
 template <class T>
 void gemm_backward_data(const ConvGeometry& g, const T* dy, const T* w, T* dx) {
-  const int64_t cg = g.group_in(), og = g.group_out(), k = g.kh * g.kw * cg, pixels = g.oh * g.ow;
-  const int64_t chunk = chunk_samples<T>(g);
-  std::unique_ptr<T[]> col(new T[static_cast<size_t>(chunk * pixels * k)]);  // no zero fill: im2col/GEMM write it all
+  const int64_t og = g.group_out(), k = g.kh * g.kw * g.group_in(), pixels = g.oh * g.ow;
   std::fill(dx, dx + g.n * g.h * g.w * g.c, T(0));
-  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
-    const int64_t count = std::min(chunk, g.n - n0);
-    for (int64_t group = 0; group < g.groups; ++group) {
-      GemmShape s{false, false, count * pixels, k, og, g.o, k, k};
-      gemm(dtype_for<T>(), s, 1.0, dy + n0 * pixels * g.o + group * og, w + group * og * k, 0.0, col.get());
+  for_each_chunk<T>(g, [&](int64_t n0, int64_t count, int64_t group, T* col) {
+    GemmShape s{false, false, count * pixels, k, og, g.o, k, k};
+    gemm(dtype_for<T>(), s, 1.0, dy + n0 * pixels * g.o + group * og, w + group * og * k, 0.0, col);
 #pragma omp parallel for schedule(static) if (count > 1)
-      for (int64_t i = 0; i < count; ++i) col2im_add(g, col.get() + i * pixels * k, n0 + i, group, dx);
-    }
-  }
+    for (int64_t i = 0; i < count; ++i) col2im_add(g, col + i * pixels * k, n0 + i, group, dx);
+  });
 }
 
 template <class T>
 void gemm_backward_filter(const ConvGeometry& g, const T* x, const T* dy, T* dw) {
-  const int64_t cg = g.group_in(), og = g.group_out(), k = g.kh * g.kw * cg, pixels = g.oh * g.ow;
-  const int64_t chunk = chunk_samples<T>(g);
-  std::unique_ptr<T[]> col(new T[static_cast<size_t>(chunk * pixels * k)]);  // no zero fill: im2col/GEMM write it all
-  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
-    const int64_t count = std::min(chunk, g.n - n0);
-    for (int64_t group = 0; group < g.groups; ++group) {
-      for (int64_t i = 0; i < count; ++i) im2col(g, x, n0 + i, group, col.get() + i * pixels * k);
-      GemmShape s{true, false, og, k, count * pixels, g.o, k, k};
-      gemm(dtype_for<T>(), s, 1.0, dy + n0 * pixels * g.o + group * og, col.get(), n0 == 0 ? 0.0 : 1.0,
-           dw + group * og * k);
-    }
-  }
+  const int64_t og = g.group_out(), k = g.kh * g.kw * g.group_in(), pixels = g.oh * g.ow;
+  for_each_chunk<T>(g, [&](int64_t n0, int64_t count, int64_t group, T* col) {
+    for (int64_t i = 0; i < count; ++i) im2col(g, x, n0 + i, group, col + i * pixels * k);
+    GemmShape s{true, false, og, k, count * pixels, g.o, k, k};
+    gemm(dtype_for<T>(), s, 1.0, dy + n0 * pixels * g.o + group * og, col, n0 == 0 ? 0.0 : 1.0, dw + group * og * k);
+  });
 }
 
 // Widens 16-bit buffers to float, runs `body` on the float copies, and rounds `out` back.

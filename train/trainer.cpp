@@ -81,9 +81,6 @@ void refuse_unimplemented(const Config& c) {
     bool set;
   };
   const Unsupported keys[] = {
-      {"model.dropout", c.real("model.dropout") != 0},
-      {"model.drop_path", c.real("model.drop_path") != 0},
-      {"model.zero_init_residual", c.boolean("model.zero_init_residual")},
       {"augment.randaugment_ops", c.integer("augment.randaugment_ops") != 0},
       {"augment.random_erasing", c.real("augment.random_erasing") != 0},
       {"augment.on_gpu", c.boolean("augment.on_gpu")},
@@ -92,6 +89,12 @@ void refuse_unimplemented(const Config& c) {
   for (const Unsupported& u : keys)
     CNN_CHECK(!u.set, c.origin(u.key), ": ", u.key, " is not supported by this version of cnn_train yet; remove it ",
               "or set it back to its default");
+}
+
+ModelOptions model_options(const Config& c) {
+  return {.dropout = c.optional_real("model.dropout"),
+          .drop_path = c.optional_real("model.drop_path"),
+          .zero_init_residual = c.boolean("model.zero_init_residual")};
 }
 
 // The dataset spec of data/open_dataset.h for a [data] path and split.
@@ -282,7 +285,7 @@ TrainSummary run_training(const Config& c, const TrainRunOptions& options) {
             lo.batch_size, "; lower data.batch_size or set data.drop_last = false");
 
   // ---- model ----
-  std::unique_ptr<Module> model = make_model(c.text("model.name"), static_cast<int>(classes), channels, seed);
+  std::unique_ptr<Module> model = make_model(c.text("model.name"), static_cast<int>(classes), channels, seed, model_options(c));
   if (!c.text("model.pretrained").empty()) {
     const WeightsReport r = load_weights(*model, c.text("model.pretrained"), !c.boolean("model.pretrained_head"));
     log.info("pretrained weights " + c.text("model.pretrained") + ": " + r.summary());

@@ -16,7 +16,7 @@ BasicBlock::BasicBlock(const ResidualSpec& spec) : ResidualBlock("BasicBlock", s
 Tensor BasicBlock::compute(const Tensor& x) {
   return run_block(x, [this](const Tensor& in) {
     const Tensor h = bn1_->forward_fused((*conv1_)(in), BatchNormActivation::relu);
-    return bn2_->forward_fused((*conv2_)(h), BatchNormActivation::add_relu, shortcut(in));
+    return merge(*bn2_, (*conv2_)(h), in);
   });
 }
 

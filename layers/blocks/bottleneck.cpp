@@ -22,7 +22,7 @@ Tensor Bottleneck::compute(const Tensor& x) {
   return run_block(x, [this](const Tensor& in) {
     Tensor h = bn1_->forward_fused((*conv1_)(in), BatchNormActivation::relu);
     h = bn2_->forward_fused((*conv2_)(h), BatchNormActivation::relu);
-    return bn3_->forward_fused((*conv3_)(h), BatchNormActivation::add_relu, shortcut(in));
+    return merge(*bn3_, (*conv3_)(h), in);
   });
 }
 

@@ -19,6 +19,9 @@ ResidualBlock::ResidualBlock(std::string type_name, const ResidualSpec& spec, in
 }
 
 void ResidualBlock::add_shortcut() {
+  CNN_CHECK(spec_.drop_path >= 0 && spec_.drop_path < 1, type_name(), ": drop_path must lie in [0, 1), got ",
+            spec_.drop_path);
+  if (spec_.drop_path > 0) drop_path_ = add_module("drop_path", std::make_unique<StochasticDepth>(spec_.drop_path));
   if (!changes_shape() || spec_.shortcut != Shortcut::projection) return;
   auto projection = std::make_unique<Sequential>();
   projection->push_back(std::make_unique<Conv2d>(Conv2dSpec{.in_channels = in_channels_,
@@ -42,6 +45,13 @@ Tensor ResidualBlock::shortcut(const Tensor& x) {
   const Shape& s = kept.shape();
   return concat_channels({Tensor::zeros({s[0], s[1], s[2], before}, x.dtype(), x.device()), kept,
                           Tensor::zeros({s[0], s[1], s[2], after}, x.dtype(), x.device())});
+}
+
+Tensor ResidualBlock::merge(BatchNorm2d& last_bn, const Tensor& branch, const Tensor& block_input) {
+  if (drop_path_ == nullptr || !training())
+    return last_bn.forward_fused(branch, BatchNormActivation::add_relu, shortcut(block_input));
+  const Tensor kept = (*drop_path_)(last_bn.forward_fused(branch, BatchNormActivation::none));
+  return relu(add(kept, shortcut(block_input)));
 }
 
 Shape ResidualBlock::infer_shape(const Shape& input, ShapeTrace& trace) const {

@@ -1,4 +1,6 @@
-// What ResNet's BasicBlock and Bottleneck share: the shortcut branch and gradient checkpointing.
+// What ResNet's BasicBlock and Bottleneck share: the shortcut branch, the merge of the two branches
+// (fused last BN + add + ReLU; stochastic depth on the main branch when enabled) and gradient
+// checkpointing.
 // A block whose output shape differs from its input's maps the input through a "downsample"
 // projection (1x1 conv with the block's stride, then BatchNorm: torchvision's ResNets), or through
 // the parameter-free "option A" shortcut of the CIFAR ResNets (subsample by the stride, zero-pad
@@ -6,7 +8,9 @@
 #pragma once
 #include <string>
 
+#include "layers/batch_norm.h"
 #include "layers/blocks/conv_norm_activation.h"
+#include "layers/dropout.h"
 #include "layers/module.h"
 #include "layers/sequential.h"
 
@@ -21,6 +25,7 @@ struct ResidualSpec {
   NormSpec norm{};
   Shortcut shortcut = Shortcut::projection;
   bool zero_init_residual = false;  // the last BN's scale starts at 0, so the block starts as the identity
+  double drop_path = 0;             // probability of dropping the main branch per sample while training
 };
 
 class ResidualBlock : public Module {
@@ -32,10 +37,14 @@ class ResidualBlock : public Module {
 
  protected:
   ResidualBlock(std::string type_name, const ResidualSpec& spec, int out_channels);
-  // Registers "downsample" when the block changes the shape and the shortcut is a projection;
-  // called last in the derived constructor (torchvision registers it after the main branch).
+  // Registers "drop_path" when stochastic depth is on, and "downsample" when the block changes the
+  // shape and the shortcut is a projection; called last in the derived constructor (torchvision
+  // registers the projection after the main branch).
   void add_shortcut();
   Tensor shortcut(const Tensor& x);
+  // relu(drop_path(last_bn(branch)) + shortcut(block_input)). Without stochastic depth (or in eval
+  // mode) the BN, the add and the ReLU run as one fused op.
+  Tensor merge(BatchNorm2d& last_bn, const Tensor& branch, const Tensor& block_input);
 
   ResidualSpec spec_;
   int in_channels_;
@@ -44,6 +53,7 @@ class ResidualBlock : public Module {
  private:
   bool changes_shape() const { return spec_.stride != 1 || in_channels_ != out_channels_; }
   Sequential* downsample_ = nullptr;
+  StochasticDepth* drop_path_ = nullptr;
 };
 
 }  // namespace cnn

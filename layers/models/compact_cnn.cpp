@@ -11,7 +11,7 @@
 
 namespace cnn {
 
-std::unique_ptr<Sequential> compact_cnn(int num_classes, int in_channels) {
+std::unique_ptr<Sequential> compact_cnn(int num_classes, int in_channels, double dropout) {
   constexpr int kWidth1 = 32, kWidth2 = 64, kHidden = 128;
   auto features = std::make_unique<Sequential>();
   for (const auto& [in, out] : {std::pair{in_channels, kWidth1}, std::pair{kWidth1, kWidth2}}) {
@@ -23,7 +23,7 @@ std::unique_ptr<Sequential> compact_cnn(int num_classes, int in_channels) {
   auto classifier = std::make_unique<Sequential>();
   classifier->push_back(std::make_unique<Linear>(kWidth2 * 7 * 7, kHidden));
   classifier->push_back(std::make_unique<Activation>(ActivationKind::relu));
-  classifier->push_back(std::make_unique<Dropout>(0.3));
+  classifier->push_back(std::make_unique<Dropout>(dropout));
   classifier->push_back(std::make_unique<Linear>(kHidden, num_classes));
 
   auto net = std::make_unique<Sequential>("CompactCNN");

@@ -191,3 +191,16 @@ TEST_CASE("config: docs/config.md is the schema's current reference") {
   INFO("docs/config.md is out of date; regenerate it with CNN_UPDATE_DOCS=1 test_train -tc='*docs/config.md*'");
   CHECK(actual.str() == expected);
 }
+
+TEST_CASE("config: optional numbers are unset by default, parsed when given, checked against their range") {
+  const Config defaults;
+  CHECK(!defaults.optional_real("model.dropout").has_value());
+  CHECK(!defaults.optional_real("model.drop_path").has_value());
+  const Config set = Config::parse("[model]\ndropout = 0.2\ndrop_path = 0\n", "m.ini");
+  CHECK(set.optional_real("model.dropout") == 0.2);
+  CHECK(set.optional_real("model.drop_path") == 0.0);
+  CHECK_THROWS_WITH_AS(Config::parse("[model]\ndropout = 1\n", "m.ini"),
+                       doctest::Contains("m.ini:2: [model] dropout = '1': 1 is outside [0, 1)"), Error);
+  CHECK(Config::parse(set.to_ini(), "round-trip") == set);
+  CHECK(Config::parse(defaults.to_ini(), "round-trip") == defaults);
+}

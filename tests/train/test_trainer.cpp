@@ -82,16 +82,28 @@ std::string config_text(const std::filesystem::path& data, const std::filesystem
     << "[run]\ndir = " << runs.string() << "\nname = test\n";
   return c.str();
 }
+
+// A scratch folder with a small IDX train/test split, the config text of config_text() on it, and
+// run options whose console output goes to a string.
+struct SmallRun {
+  ScratchDir dir;
+  std::string text;
+  std::ostringstream quiet;
+  TrainRunOptions opts;
+  SmallRun(const std::string& name, int train_images, int test_images, uint32_t train_seed, uint32_t test_seed)
+      : dir(name) {
+    write_idx_split(dir.path, "train", train_images, train_seed);
+    write_idx_split(dir.path, "t10k", test_images, test_seed);
+    text = config_text(dir.path, dir.path / "runs");
+    opts.console = &quiet;
+  }
+};
 }  // namespace
 
 TEST_CASE("trainer: a short run learns, and a run resumed after epoch 1 reproduces every loss bit for bit") {
-  ScratchDir dir("resume");
-  write_idx_split(dir.path, "train", 256, 1);
-  write_idx_split(dir.path, "t10k", 64, 2);
-  const std::string text = config_text(dir.path, dir.path / "runs");
-  std::ostringstream quiet;
-  TrainRunOptions opts;
-  opts.console = &quiet;
+  SmallRun run("resume", 256, 64, 1, 2);
+  const std::string& text = run.text;
+  TrainRunOptions& opts = run.opts;
   opts.record_step_losses = true;
 
   const Config two_epochs = Config::parse(text, "test.ini");
@@ -131,13 +143,9 @@ TEST_CASE("trainer: a short run learns, and a run resumed after epoch 1 reproduc
 }
 
 TEST_CASE("trainer: accumulating 2 batches of 16 matches batches of 32 on a model without batch norm") {
-  ScratchDir dir("accumulate");
-  write_idx_split(dir.path, "train", 128, 5);
-  write_idx_split(dir.path, "t10k", 32, 6);
-  const std::string text = config_text(dir.path, dir.path / "runs");
-  std::ostringstream quiet;
-  TrainRunOptions opts;
-  opts.console = &quiet;
+  SmallRun run("accumulate", 128, 32, 5, 6);
+  const std::string& text = run.text;
+  TrainRunOptions& opts = run.opts;
   auto weights_after = [&](const std::vector<std::string>& overrides) {
     std::vector<std::string> all = {"model.name=mlp", "train.epochs=1", "optim.head=classifier"};
     all.insert(all.end(), overrides.begin(), overrides.end());
@@ -155,8 +163,24 @@ TEST_CASE("trainer: accumulating 2 batches of 16 matches batches of 32 on a mode
 
 TEST_CASE("trainer: keys it does not implement are refused, not ignored") {
   ScratchDir dir("refuse");
-  const Config c = Config::parse(config_text(dir.path, dir.path / "runs") + "\n", "test.ini", {"model.drop_path=0.1"});
-  CHECK_THROWS_WITH_AS(run_training(c), doctest::Contains("model.drop_path is not supported"), Error);
+  const Config c = Config::parse(config_text(dir.path, dir.path / "runs") + "\n", "test.ini", {"augment.on_gpu=true"});
+  CHECK_THROWS_WITH_AS(run_training(c), doctest::Contains("augment.on_gpu is not supported"), Error);
+}
+
+TEST_CASE("trainer: [model] dropout, drop_path and zero_init_residual reach the model") {
+  SmallRun run("model_options", 64, 32, 1, 2);
+  const std::string& text = run.text;
+  TrainRunOptions& opts = run.opts;
+  // The MLP has no dropout layer: the setting is refused by the model zoo rather than ignored.
+  CHECK_THROWS_WITH_AS(run_training(Config::parse(text, "test.ini", {"model.name=mlp", "model.dropout=0.1"}), opts),
+                       doctest::Contains("model mlp: dropout is not available"), Error);
+  // A CIFAR ResNet with stochastic depth and zero-initialised blocks trains one epoch.
+  const TrainSummary s = run_training(
+      Config::parse(text, "test.ini",
+                    {"model.name=cifar_resnet20", "model.drop_path=0.2", "model.zero_init_residual=true", "train.epochs=1"}),
+      opts);
+  CHECK(s.steps == 2);
+  CHECK(std::isfinite(s.last_val_loss));
 }
 
 TEST_CASE("trainer: a few hundred steps on Fashion-MNIST beat chance by a wide margin") {

@@ -226,6 +226,10 @@ double Config::real(const std::string& name) const {
   parse_real(value(name, "real").text, d);
   return d;
 }
+std::optional<double> Config::optional_real(const std::string& name) const {
+  if (value(name, "real").text.empty()) return std::nullopt;
+  return real(name);
+}
 const std::string& Config::text(const std::string& name) const { return value(name, "text").text; }
 namespace {
 // The items of a validated list value, parsed.

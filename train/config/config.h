@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,8 @@ class Config {
   bool boolean(const std::string& name) const;
   int64_t integer(const std::string& name) const;
   double real(const std::string& name) const;
+  // A real key that may be left empty ("not set"): nullopt when empty.
+  std::optional<double> optional_real(const std::string& name) const;
   const std::string& text(const std::string& name) const;  // text, device and choice keys
   std::vector<int64_t> integers(const std::string& name) const;
   std::vector<double> reals(const std::string& name) const;

@@ -30,6 +30,12 @@ KeySpec integer(const char* section, const char* key, const char* def, Range ran
 KeySpec real(const char* section, const char* key, const char* def, Range range, const char* doc) {
   return {section, key, KeyType::real, def, range, {}, doc};
 }
+// A real key whose empty value (the default) means "not set": the consumer falls back to its own default.
+KeySpec optional_real(const char* section, const char* key, Range range, const char* doc) {
+  KeySpec spec{section, key, KeyType::real, "", range, {}, doc};
+  spec.may_be_empty = true;
+  return spec;
+}
 KeySpec text(const char* section, const char* key, const char* def, const char* doc) {
   return {section, key, KeyType::text, def, {}, {}, doc};
 }
@@ -51,8 +57,11 @@ std::vector<KeySpec> build_schema() {
       text("model", "pretrained", "", "weights to start from (.safetensors or .h5); empty: random initialisation"),
       boolean("model", "pretrained_head", "false", "also load the classifier head from `pretrained` (false: fresh head, for fine-tuning on new classes)"),
       integer("model", "in_channels", "3", between(1, 64), "channels of the input images"),
-      real("model", "dropout", "0", unit_open_top(), "dropout probability before the classifier"),
-      real("model", "drop_path", "0", unit_open_top(), "stochastic depth rate of residual blocks (linearly increasing with depth)"),
+      optional_real("model", "dropout", unit_open_top(),
+                    "dropout probability before the classifier; empty: the architecture's own (VGG 0.5, EfficientNet-B0 0.2, ..., ResNet 0)"),
+      optional_real("model", "drop_path", unit_open_top(),
+                    "stochastic depth: the largest drop probability of a residual block's branch, rising linearly with depth; "
+                    "empty: the architecture's own (EfficientNet 0.2, others 0)"),
       boolean("model", "zero_init_residual", "false", "initialise the last BatchNorm weight of each residual block to zero"),
       // ---- data ----
       choice("data", "format", "folder", {"folder", "idx", "cifar", "packed"},
@@ -247,7 +256,7 @@ std::string KeySpec::allowed() const {
   switch (type) {
     case KeyType::boolean: return "true or false";
     case KeyType::integer: return "an integer" + range.phrase();
-    case KeyType::real: return "a number" + range.phrase();
+    case KeyType::real: return "a number" + range.phrase() + (may_be_empty ? ", or empty" : "");
     case KeyType::text: return "any text";
     case KeyType::device: return "cpu, cuda or cuda:N";
     case KeyType::choice: {
@@ -263,6 +272,7 @@ std::string KeySpec::allowed() const {
 }
 
 std::string KeySpec::validate(const std::string& value) const {
+  if (may_be_empty && value.empty()) return "";
   const auto numbers = [&](const std::vector<std::string>& items, bool integral) -> std::string {
     for (const std::string& item : items) {
       double v = 0;

@@ -25,6 +25,7 @@ struct KeySpec {
   Range range;                       // integer, real and numeric lists
   std::vector<std::string> choices;  // choice
   std::string doc;
+  bool may_be_empty = false;  // an empty value is allowed and means "not set" (e.g. the model's own default)
 
   std::string name() const { return section + "." + key; }
   // "" when `value` is acceptable; otherwise what is wrong and what is allowed.

@@ -147,12 +147,13 @@ struct Options {
   Device device;
   DType dtype = DType::f32;
   int repeats = 5, warmup = 2, limit = 0;
-  bool benchmark = false;
+  bool benchmark = false, deterministic = false;
+  kernels::cuda::ConvAlgoPolicy policy() const { return {benchmark, deterministic}; }
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr, "bench_conv: %s\nusage: bench_conv [--set resnet50|efficientnet_b0|all|none] [--batch 32,256] "
-               "[--shapes FILE] [--device cpu|cuda[:N]] [--dtype f32|f16|bf16] [--repeats R] [--warmup W] [--benchmark] "
+               "[--shapes FILE] [--device cpu|cuda[:N]] [--dtype f32|f16|bf16] [--repeats R] [--warmup W] [--benchmark] [--deterministic] "
                "[--json OUT] [--limit K]\n", problem.c_str());
   std::exit(2);
 }
@@ -161,8 +162,8 @@ Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--benchmark") {
-      o.benchmark = true;
+    if (flag == "--benchmark" || flag == "--deterministic") {
+      (flag == "--benchmark" ? o.benchmark : o.deterministic) = true;
       continue;
     }
     if (flag == "--help" || flag == "-h") usage("times convolutions");
@@ -206,14 +207,15 @@ int main(int argc, char** argv) {
     if (opt.limit > 0 && static_cast<int>(shapes.size()) > opt.limit) shapes.resize(static_cast<size_t>(opt.limit));
     CNN_CHECK(!shapes.empty(), "bench_conv: no shapes (use --set or --shapes)");
     cuda::set_cudnn_benchmark(opt.benchmark);
+    cuda::set_cudnn_deterministic(opt.deterministic);
     const bool on_gpu = opt.device.is_cuda();
     const auto sync = [&] {
       if (on_gpu) cuda::synchronize(opt.device.index);
     };
 
     nlohmann::json results = nlohmann::json::array();
-    std::printf("device %s, dtype %s, %s algorithm choice\n", opt.device.str().c_str(), dtype_name(opt.dtype),
-                opt.benchmark ? "measured" : "heuristic");
+    const std::string choice = std::string(opt.benchmark ? "measured" : "heuristic") + (opt.deterministic ? ", deterministic" : "");
+    std::printf("device %s, dtype %s, %s algorithm choice\n", opt.device.str().c_str(), dtype_name(opt.dtype), choice.c_str());
     std::printf("%-28s %5s %9s %9s %9s %8s %8s %8s  %s\n", "layer", "batch", "fwd ms", "bwd-d ms", "bwd-f ms", "fwd TF/s",
                 "bwd-d TF", "bwd-f TF", on_gpu ? "algorithms (fwd/bwd-d/bwd-f), workspace MiB" : "GEMM share, GEMM GFLOP/s");
     for (int64_t batch : opt.batches) {
@@ -236,18 +238,18 @@ int main(int argc, char** argv) {
           void* handle = cuda::cudnn_handle(opt.device.index);
           size_t ws_max = 0;
           for (auto d : {ConvDirection::forward, ConvDirection::backward_data, ConvDirection::backward_filter})
-            ws_max = std::max(ws_max, kernels::cuda::conv2d_workspace(d, opt.dtype, g, opt.benchmark, handle));
+            ws_max = std::max(ws_max, kernels::cuda::conv2d_workspace(d, opt.dtype, g, opt.policy(), handle));
           Tensor ws = Tensor::empty({static_cast<int64_t>(std::max<size_t>(ws_max, 1))}, DType::u8, opt.device);
           void* stream = cuda::current_stream(opt.device.index);
-          t_fwd = median_seconds([&] { kernels::cuda::conv2d_forward(opt.dtype, g, x.data(), w.data(), y.data(), ws.data(), ws_max, opt.benchmark, handle, stream); },
+          t_fwd = median_seconds([&] { kernels::cuda::conv2d_forward(opt.dtype, g, x.data(), w.data(), y.data(), ws.data(), ws_max, opt.policy(), handle, stream); },
                                  sync, opt.warmup, opt.repeats);
-          t_bd = median_seconds([&] { kernels::cuda::conv2d_backward_data(opt.dtype, g, dy.data(), w.data(), dx.data(), ws.data(), ws_max, opt.benchmark, handle, stream); },
+          t_bd = median_seconds([&] { kernels::cuda::conv2d_backward_data(opt.dtype, g, dy.data(), w.data(), dx.data(), ws.data(), ws_max, opt.policy(), handle, stream); },
                                 sync, opt.warmup, opt.repeats);
-          t_bf = median_seconds([&] { kernels::cuda::conv2d_backward_filter(opt.dtype, g, x.data(), dy.data(), dw.data(), ws.data(), ws_max, opt.benchmark, handle, stream); },
+          t_bf = median_seconds([&] { kernels::cuda::conv2d_backward_filter(opt.dtype, g, x.data(), dy.data(), dw.data(), ws.data(), ws_max, opt.policy(), handle, stream); },
                                 sync, opt.warmup, opt.repeats);
-          const std::string algos = std::string(kernels::cuda::conv2d_algorithm_name(ConvDirection::forward, opt.dtype, g, opt.benchmark)) +
-                                    "/" + kernels::cuda::conv2d_algorithm_name(ConvDirection::backward_data, opt.dtype, g, opt.benchmark) +
-                                    "/" + kernels::cuda::conv2d_algorithm_name(ConvDirection::backward_filter, opt.dtype, g, opt.benchmark);
+          const std::string algos = std::string(kernels::cuda::conv2d_algorithm_name(ConvDirection::forward, opt.dtype, g, opt.policy())) +
+                                    "/" + kernels::cuda::conv2d_algorithm_name(ConvDirection::backward_data, opt.dtype, g, opt.policy()) +
+                                    "/" + kernels::cuda::conv2d_algorithm_name(ConvDirection::backward_filter, opt.dtype, g, opt.policy());
           char buf[160];
           std::snprintf(buf, sizeof buf, "%s, %.1f", algos.c_str(), ws_max / 1048576.0);
           extra = buf;
@@ -295,7 +297,7 @@ int main(int argc, char** argv) {
       }
     }
     nlohmann::json doc = {{"benchmark", "bench_conv"}, {"device", opt.device.str()}, {"dtype", dtype_name(opt.dtype)},
-                          {"algorithm_choice", opt.benchmark ? "measured" : "heuristic"}, {"results", results}};
+                          {"algorithm_choice", choice}, {"results", results}};
     std::ofstream(opt.json) << doc.dump(2) << "\n";
     std::printf("wrote %s\n", opt.json.c_str());
   } catch (const Error& e) {

@@ -222,7 +222,10 @@ Allocator& pinned_allocator() { return cpu_allocator(); }
 namespace cnn::cuda {
 namespace {
 std::atomic<bool> benchmark_mode{false};
-}
+std::atomic<bool> deterministic_mode{false};
+}  // namespace
 void set_cudnn_benchmark(bool on) { benchmark_mode = on; }
 bool cudnn_benchmark() { return benchmark_mode; }
+void set_cudnn_deterministic(bool on) { deterministic_mode = on; }
+bool cudnn_deterministic() { return deterministic_mode; }
 }  // namespace cnn::cuda

@@ -36,6 +36,11 @@ void* cudnn_handle(int device);
 // torch.backends.cudnn.benchmark. Off by default; a process-wide setting.
 void set_cudnn_benchmark(bool on);
 bool cudnn_benchmark();
+// Deterministic convolution algorithms only (bitwise-equal results run to run, sometimes slower),
+// like torch.backends.cudnn.deterministic. Off by default; a process-wide setting. The project's own
+// kernels are deterministic in any case (fixed-order reductions, no atomics).
+void set_cudnn_deterministic(bool on);
+bool cudnn_deterministic();
 
 // Copies bytes between any two devices; returns when a copy to host memory has landed.
 void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);

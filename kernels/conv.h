@@ -32,20 +32,26 @@ int64_t set_im2col_budget_bytes(int64_t bytes);
 }  // namespace cpu
 
 namespace cuda {
-// Algorithm choice: the cuDNN heuristic, or measured (cudnnFind) when `benchmark` is set, like
-// torch.backends.cudnn.benchmark. Chosen algorithms are cached per (geometry, dtype, direction).
+// Algorithm choice: the cuDNN heuristic, or measured (cudnnFind) when `measure` is set, like
+// torch.backends.cudnn.benchmark; with `deterministic`, only algorithms cuDNN reports as
+// deterministic (no atomics: bitwise-equal results run to run), like torch.backends.cudnn.deterministic.
+// Chosen algorithms are cached per (geometry, dtype, direction, policy).
 // Each call needs a workspace of the size that the matching *_workspace function returns.
 enum class ConvDirection { forward, backward_data, backward_filter };
-size_t conv2d_workspace(ConvDirection direction, DType dt, const ConvGeometry& g, bool benchmark, void* cudnn_handle);
+struct ConvAlgoPolicy {
+  bool measure = false;
+  bool deterministic = false;
+};
+size_t conv2d_workspace(ConvDirection direction, DType dt, const ConvGeometry& g, ConvAlgoPolicy policy, void* cudnn_handle);
 void conv2d_forward(DType dt, const ConvGeometry& g, const void* x, const void* weight, void* y, void* workspace,
-                    size_t workspace_bytes, bool benchmark, void* cudnn_handle, Stream stream);
+                    size_t workspace_bytes, ConvAlgoPolicy policy, void* cudnn_handle, Stream stream);
 void conv2d_backward_data(DType dt, const ConvGeometry& g, const void* dy, const void* weight, void* dx,
-                          void* workspace, size_t workspace_bytes, bool benchmark, void* cudnn_handle, Stream stream);
+                          void* workspace, size_t workspace_bytes, ConvAlgoPolicy policy, void* cudnn_handle, Stream stream);
 void conv2d_backward_filter(DType dt, const ConvGeometry& g, const void* x, const void* dy, void* dw,
-                            void* workspace, size_t workspace_bytes, bool benchmark, void* cudnn_handle,
+                            void* workspace, size_t workspace_bytes, ConvAlgoPolicy policy, void* cudnn_handle,
                             Stream stream);
 // The name of the algorithm the cache holds for this call, for bench_conv ("" if none yet).
-const char* conv2d_algorithm_name(ConvDirection direction, DType dt, const ConvGeometry& g, bool benchmark);
+const char* conv2d_algorithm_name(ConvDirection direction, DType dt, const ConvGeometry& g, ConvAlgoPolicy policy);
 }  // namespace cuda
 
 }  // namespace cnn::kernels

@@ -84,7 +84,6 @@ void refuse_unimplemented(const Config& c) {
       {"augment.randaugment_ops", c.integer("augment.randaugment_ops") != 0},
       {"augment.random_erasing", c.real("augment.random_erasing") != 0},
       {"augment.on_gpu", c.boolean("augment.on_gpu")},
-      {"train.deterministic", c.boolean("train.deterministic")},
   };
   for (const Unsupported& u : keys)
     CNN_CHECK(!u.set, c.origin(u.key), ": ", u.key, " is not supported by this version of cnn_train yet; remove it ",
@@ -216,6 +215,9 @@ TrainSummary run_training(const Config& c, const TrainRunOptions& options) {
   if (device.is_cuda()) cuda::require_device(device.index);
   if (c.integer("train.threads") > 0) omp_set_num_threads(static_cast<int>(c.integer("train.threads")));
   cuda::set_cudnn_benchmark(c.boolean("train.cudnn_benchmark"));
+  // The CPU backend and the project's CUDA kernels are deterministic for a given thread count; on a
+  // GPU, cuDNN must also be kept to its deterministic algorithms.
+  cuda::set_cudnn_deterministic(c.boolean("train.deterministic"));
   const uint64_t seed = static_cast<uint64_t>(c.integer("train.seed"));
 
   // ---- run folder ----

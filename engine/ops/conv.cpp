@@ -66,10 +66,10 @@ Tensor conv_backward_data(const ConvGeometry& g, const Tensor& dy, const Tensor&
          [&](kernels::Stream s) {
            CNN_IF_CUDA({
              void* handle = cuda::cudnn_handle(dy.device().index);
-             const bool bench = cuda::cudnn_benchmark();
-             const size_t bytes = kernels::cuda::conv2d_workspace(ConvDirection::backward_data, dy.dtype(), g, bench, handle);
+             const kernels::cuda::ConvAlgoPolicy policy{cuda::cudnn_benchmark(), cuda::cudnn_deterministic()};
+             const size_t bytes = kernels::cuda::conv2d_workspace(ConvDirection::backward_data, dy.dtype(), g, policy, handle);
              Tensor ws = workspace(bytes, dy.device());
-             kernels::cuda::conv2d_backward_data(dy.dtype(), g, dy.data(), w.data(), dx.data(), ws.data(), bytes, bench,
+             kernels::cuda::conv2d_backward_data(dy.dtype(), g, dy.data(), w.data(), dx.data(), ws.data(), bytes, policy,
                                                  handle, s);
            });
          });
@@ -82,11 +82,11 @@ Tensor conv_backward_filter(const ConvGeometry& g, const Tensor& x, const Tensor
          [&](kernels::Stream s) {
            CNN_IF_CUDA({
              void* handle = cuda::cudnn_handle(dy.device().index);
-             const bool bench = cuda::cudnn_benchmark();
-             const size_t bytes = kernels::cuda::conv2d_workspace(ConvDirection::backward_filter, dy.dtype(), g, bench, handle);
+             const kernels::cuda::ConvAlgoPolicy policy{cuda::cudnn_benchmark(), cuda::cudnn_deterministic()};
+             const size_t bytes = kernels::cuda::conv2d_workspace(ConvDirection::backward_filter, dy.dtype(), g, policy, handle);
              Tensor ws = workspace(bytes, dy.device());
              kernels::cuda::conv2d_backward_filter(dy.dtype(), g, x.data(), dy.data(), dw.data(), ws.data(), bytes,
-                                                   bench, handle, s);
+                                                   policy, handle, s);
            });
          });
   return dw;
@@ -103,10 +103,10 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
          [&](kernels::Stream s) {
            CNN_IF_CUDA({
              void* handle = cuda::cudnn_handle(x.device().index);
-             const bool bench = cuda::cudnn_benchmark();
-             const size_t bytes = kernels::cuda::conv2d_workspace(ConvDirection::forward, x.dtype(), g, bench, handle);
+             const kernels::cuda::ConvAlgoPolicy policy{cuda::cudnn_benchmark(), cuda::cudnn_deterministic()};
+             const size_t bytes = kernels::cuda::conv2d_workspace(ConvDirection::forward, x.dtype(), g, policy, handle);
              Tensor ws = workspace(bytes, x.device());
-             kernels::cuda::conv2d_forward(x.dtype(), g, x.data(), weight.data(), y.data(), ws.data(), bytes, bench,
+             kernels::cuda::conv2d_forward(x.dtype(), g, x.data(), weight.data(), y.data(), ws.data(), bytes, policy,
                                            handle, s);
            });
          });

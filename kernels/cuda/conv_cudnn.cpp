@@ -2,8 +2,9 @@
 // live). NHWC tensor and filter descriptors, cross-correlation, f32 accumulation (f64 for f64),
 // tensor-op math for f16/bf16; for f32 cuDNN's default math applies (which may use TF32 on tensor
 // cores, as PyTorch allows for convolutions by default).
-// Algorithm choice per (geometry, dtype, direction, mode) is cached: cuDNN's heuristic ranking by
-// default, or measured with cudnnFind* when benchmark mode is on. Uses cuDNN's v7-style API, which
+// Algorithm choice per (geometry, dtype, direction, policy) is cached: cuDNN's heuristic ranking by
+// default, or measured with cudnnFind* when benchmark mode is on; in deterministic mode the first
+// entry of the ranking that cuDNN marks CUDNN_DETERMINISTIC. Uses cuDNN's v7-style API, which
 // cuDNN 9 still ships (deprecated); a later move to the graph API changes only this file.
 #include <cudnn.h>
 
@@ -75,11 +76,11 @@ struct Choice {
   const char* name = "";
 };
 
-using Key = std::tuple<int, int, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int,
+using Key = std::tuple<int, int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int,
                        int, int, int>;
 
-Key key_of(ConvDirection d, DType dt, const ConvGeometry& g, bool benchmark) {
-  return {static_cast<int>(d), static_cast<int>(dt), benchmark, g.n, g.h, g.w, g.c, g.o, g.kh, g.kw, g.stride_h,
+Key key_of(ConvDirection d, DType dt, const ConvGeometry& g, ConvAlgoPolicy policy) {
+  return {static_cast<int>(d), static_cast<int>(dt), policy.measure, policy.deterministic, g.n, g.h, g.w, g.c, g.o, g.kh, g.kw, g.stride_h,
           g.stride_w, g.pad_h, g.pad_w, g.dilation_h, g.dilation_w, g.groups};
 }
 
@@ -100,17 +101,19 @@ const char* backward_filter_name(int a) {
   return a >= 0 && a < 7 ? names[a] : "unknown";
 }
 
-// The first usable entry of a cuDNN ranking (heuristic or measured).
+// The first usable entry of a cuDNN ranking (heuristic or measured), deterministic if asked.
 template <class Perf>
-Choice first_usable(const Perf* perf, int count, const char* (*name)(int), const char* what) {
+Choice first_usable(const Perf* perf, int count, bool deterministic, const char* (*name)(int), const char* what) {
   for (int i = 0; i < count; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && (!deterministic || perf[i].determinism == CUDNN_DETERMINISTIC))
       return Choice{static_cast<int>(perf[i].algo), perf[i].memory, name(static_cast<int>(perf[i].algo))};
-  throw std::runtime_error(std::string("cuDNN found no usable ") + what + " algorithm for this convolution");
+  throw std::runtime_error(std::string("cuDNN found no usable ") + (deterministic ? "deterministic " : "") + what +
+                           " algorithm for this convolution");
 }
 
-Choice choose(ConvDirection d, DType dt, const ConvGeometry& g, bool benchmark, cudnnHandle_t handle) {
-  const Key key = key_of(d, dt, g, benchmark);
+Choice choose(ConvDirection d, DType dt, const ConvGeometry& g, ConvAlgoPolicy policy, cudnnHandle_t handle) {
+  const Key key = key_of(d, dt, g, policy);
+  const bool benchmark = policy.measure;
   {
     std::lock_guard<std::mutex> lock(cache_mutex);
     auto it = cache.find(key);
@@ -125,14 +128,14 @@ Choice choose(ConvDirection d, DType dt, const ConvGeometry& g, bool benchmark, 
     check(benchmark ? cudnnFindConvolutionForwardAlgorithm(handle, desc.x, desc.w, desc.conv, desc.y, kMax, &returned, perf)
                     : cudnnGetConvolutionForwardAlgorithm_v7(handle, desc.x, desc.w, desc.conv, desc.y, kMax, &returned, perf),
           "forward algorithm search");
-    c = first_usable(perf, returned, forward_name, "forward");
+    c = first_usable(perf, returned, policy.deterministic, forward_name, "forward");
   } else if (d == ConvDirection::backward_data) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
     check(benchmark
               ? cudnnFindConvolutionBackwardDataAlgorithm(handle, desc.w, desc.y, desc.conv, desc.x, kMax, &returned, perf)
               : cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, desc.w, desc.y, desc.conv, desc.x, kMax, &returned, perf),
           "backward-data algorithm search");
-    c = first_usable(perf, returned, backward_data_name, "backward-data");
+    c = first_usable(perf, returned, policy.deterministic, backward_data_name, "backward-data");
   } else {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
     check(benchmark ? cudnnFindConvolutionBackwardFilterAlgorithm(handle, desc.x, desc.y, desc.conv, desc.w, kMax,
@@ -140,7 +143,7 @@ Choice choose(ConvDirection d, DType dt, const ConvGeometry& g, bool benchmark, 
                     : cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, desc.x, desc.y, desc.conv, desc.w, kMax,
                                                                     &returned, perf),
           "backward-filter algorithm search");
-    c = first_usable(perf, returned, backward_filter_name, "backward-filter");
+    c = first_usable(perf, returned, policy.deterministic, backward_filter_name, "backward-filter");
   }
   std::lock_guard<std::mutex> lock(cache_mutex);
   cache[key] = c;
@@ -156,20 +159,20 @@ struct Scalars {
 };
 }  // namespace
 
-size_t conv2d_workspace(ConvDirection direction, DType dt, const ConvGeometry& g, bool benchmark, void* cudnn_handle) {
-  return choose(direction, dt, g, benchmark, static_cast<cudnnHandle_t>(cudnn_handle)).workspace;
+size_t conv2d_workspace(ConvDirection direction, DType dt, const ConvGeometry& g, ConvAlgoPolicy policy, void* cudnn_handle) {
+  return choose(direction, dt, g, policy, static_cast<cudnnHandle_t>(cudnn_handle)).workspace;
 }
 
-const char* conv2d_algorithm_name(ConvDirection direction, DType dt, const ConvGeometry& g, bool benchmark) {
+const char* conv2d_algorithm_name(ConvDirection direction, DType dt, const ConvGeometry& g, ConvAlgoPolicy policy) {
   std::lock_guard<std::mutex> lock(cache_mutex);
-  auto it = cache.find(key_of(direction, dt, g, benchmark));
+  auto it = cache.find(key_of(direction, dt, g, policy));
   return it == cache.end() ? "" : it->second.name;
 }
 
 void conv2d_forward(DType dt, const ConvGeometry& g, const void* x, const void* weight, void* y, void* workspace,
-                    size_t workspace_bytes, bool benchmark, void* cudnn_handle, Stream stream) {
+                    size_t workspace_bytes, ConvAlgoPolicy policy, void* cudnn_handle, Stream stream) {
   auto handle = static_cast<cudnnHandle_t>(cudnn_handle);
-  const Choice c = choose(ConvDirection::forward, dt, g, benchmark, handle);
+  const Choice c = choose(ConvDirection::forward, dt, g, policy, handle);
   Descriptors desc(dt, g);
   const Scalars s;
   check(cudnnSetStream(handle, static_cast<cudaStream_t>(stream)), "cudnnSetStream");
@@ -180,9 +183,9 @@ void conv2d_forward(DType dt, const ConvGeometry& g, const void* x, const void* 
 }
 
 void conv2d_backward_data(DType dt, const ConvGeometry& g, const void* dy, const void* weight, void* dx,
-                          void* workspace, size_t workspace_bytes, bool benchmark, void* cudnn_handle, Stream stream) {
+                          void* workspace, size_t workspace_bytes, ConvAlgoPolicy policy, void* cudnn_handle, Stream stream) {
   auto handle = static_cast<cudnnHandle_t>(cudnn_handle);
-  const Choice c = choose(ConvDirection::backward_data, dt, g, benchmark, handle);
+  const Choice c = choose(ConvDirection::backward_data, dt, g, policy, handle);
   Descriptors desc(dt, g);
   const Scalars s;
   check(cudnnSetStream(handle, static_cast<cudaStream_t>(stream)), "cudnnSetStream");
@@ -193,9 +196,9 @@ void conv2d_backward_data(DType dt, const ConvGeometry& g, const void* dy, const
 }
 
 void conv2d_backward_filter(DType dt, const ConvGeometry& g, const void* x, const void* dy, void* dw, void* workspace,
-                            size_t workspace_bytes, bool benchmark, void* cudnn_handle, Stream stream) {
+                            size_t workspace_bytes, ConvAlgoPolicy policy, void* cudnn_handle, Stream stream) {
   auto handle = static_cast<cudnnHandle_t>(cudnn_handle);
-  const Choice c = choose(ConvDirection::backward_filter, dt, g, benchmark, handle);
+  const Choice c = choose(ConvDirection::backward_filter, dt, g, policy, handle);
   Descriptors desc(dt, g);
   const Scalars s;
   check(cudnnSetStream(handle, static_cast<cudaStream_t>(stream)), "cudnnSetStream");

@@ -36,6 +36,28 @@ TEST_CASE("gpu agreement: conv2d variants through cuDNN (f32, f16, bf16; heurist
                    {u({2, 6, 6, 4}, 4), u({5, 3, 3, 4}, 5), u({5}, 6)}, 1e-9, DType::f64);
 }
 
+TEST_CASE("gpu: deterministic cuDNN algorithms give bitwise-equal convolution gradients run to run") {
+  cuda::set_cudnn_deterministic(true);
+  // Large reductions over the batch are where non-deterministic algorithms (atomics) get picked.
+  const Tensor x = u({64, 28, 28, 64}, 7).to(Device::cuda()), w = u({64, 3, 3, 64}, 8, -0.1, 0.1).to(Device::cuda());
+  const auto filter_gradient = [&] {
+    const Tensor leaf = w.detach().requires_grad_();
+    Tape tape;
+    {
+      Tape::Recording rec(tape);
+      tape.backward(sum(conv2d(x, leaf, Tensor(), {1, 1, 1, 1, 1, 1, 1})));
+    }
+    return leaf.grad().to_doubles();
+  };
+  for (bool benchmark : {false, true}) {
+    cuda::set_cudnn_benchmark(benchmark);
+    const std::vector<double> first = filter_gradient();
+    for (int run = 0; run < 3; ++run) CHECK(filter_gradient() == first);
+  }
+  cuda::set_cudnn_benchmark(false);
+  cuda::set_cudnn_deterministic(false);
+}
+
 TEST_CASE("gpu agreement: batch_norm2d train and eval with each fused activation") {
   for (bool training : {true, false}) {
     for (BatchNormActivation act : {BatchNormActivation::none, BatchNormActivation::relu, BatchNormActivation::add_relu}) {

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/cuda_context.h"
 #include "engine/error.h"
 #include "engine/io/safetensors.h"
 #include "train/config/config.h"
@@ -174,13 +175,16 @@ TEST_CASE("trainer: [model] dropout, drop_path and zero_init_residual reach the 
   // The MLP has no dropout layer: the setting is refused by the model zoo rather than ignored.
   CHECK_THROWS_WITH_AS(run_training(Config::parse(text, "test.ini", {"model.name=mlp", "model.dropout=0.1"}), opts),
                        doctest::Contains("model mlp: dropout is not available"), Error);
-  // A CIFAR ResNet with stochastic depth and zero-initialised blocks trains one epoch.
-  const TrainSummary s = run_training(
-      Config::parse(text, "test.ini",
-                    {"model.name=cifar_resnet20", "model.drop_path=0.2", "model.zero_init_residual=true", "train.epochs=1"}),
-      opts);
+  // A CIFAR ResNet with stochastic depth and zero-initialised blocks trains one epoch; deterministic
+  // mode switches cuDNN to its deterministic algorithms for the run.
+  const TrainSummary s = run_training(Config::parse(text, "test.ini",
+                                                    {"model.name=cifar_resnet20", "model.drop_path=0.2",
+                                                     "model.zero_init_residual=true", "train.epochs=1", "train.deterministic=true"}),
+                                      opts);
   CHECK(s.steps == 2);
   CHECK(std::isfinite(s.last_val_loss));
+  CHECK(cuda::cudnn_deterministic());
+  cuda::set_cudnn_deterministic(false);
 }
 
 TEST_CASE("trainer: a few hundred steps on Fashion-MNIST beat chance by a wide margin") {

@@ -83,7 +83,6 @@ void refuse_unimplemented(const Config& c) {
   const Unsupported keys[] = {
       {"augment.randaugment_ops", c.integer("augment.randaugment_ops") != 0},
       {"augment.random_erasing", c.real("augment.random_erasing") != 0},
-      {"augment.on_gpu", c.boolean("augment.on_gpu")},
   };
   for (const Unsupported& u : keys)
     CNN_CHECK(!u.set, c.origin(u.key), ": ", u.key, " is not supported by this version of cnn_train yet; remove it ",
@@ -108,8 +107,11 @@ std::string dataset_spec(const Config& c, const std::string& path, bool train) {
   return path;  // folder (a directory), packed (.h5) or list files are recognised by open_dataset
 }
 
+// The loader's training transforms. With augment.on_gpu the pipeline stops at uint8 (after the crop
+// or resize and the colour transforms); batch_crop_flip() then does the rest on the training device.
 data::Pipeline train_pipeline(const Config& c, int channels) {
   const int size = static_cast<int>(c.integer("data.image_size"));
+  const bool on_device = c.boolean("augment.on_gpu");
   std::vector<data::TransformPtr> t;
   if (c.boolean("augment.random_resized_crop")) {
     t.push_back(std::make_shared<data::RandomResizedCrop>(size, size, std::array<double, 2>{c.real("augment.scale_min"), 1.0},
@@ -117,12 +119,40 @@ data::Pipeline train_pipeline(const Config& c, int channels) {
   } else {
     t.push_back(std::make_shared<data::Resize>(size));
     t.push_back(std::make_shared<data::CenterCrop>(size, size));
+    const int padding = static_cast<int>(c.integer("augment.crop_padding"));
+    if (padding > 0 && !on_device) t.push_back(std::make_shared<data::RandomCrop>(size, size, padding));
   }
-  if (c.real("augment.hflip") > 0) t.push_back(std::make_shared<data::RandomHorizontalFlip>(c.real("augment.hflip")));
+  if (c.real("augment.hflip") > 0 && !on_device)
+    t.push_back(std::make_shared<data::RandomHorizontalFlip>(c.real("augment.hflip")));
   const float jitter = static_cast<float>(c.real("augment.color_jitter"));
   if (jitter > 0) t.push_back(std::make_shared<data::ColorJitter>(jitter, jitter, jitter, 0.0f));
   return data::Pipeline(t, size, size, channels, normalize_of(c, channels));
 }
+
+// augment.on_gpu: the random crop of the padded image, the flip and the normalisation of a uint8
+// batch, on the device the batch is on. Sample n of the batch draws with key (seed, epoch,
+// first_sample + n), so a resumed run draws what the uninterrupted one would have.
+class BatchCropFlip {
+ public:
+  BatchCropFlip(const Config& c, int channels, DType dtype)
+      : normalize_(normalize_of(c, channels)), dtype_(dtype), seed_(static_cast<uint64_t>(c.integer("train.seed"))) {
+    const int size = static_cast<int>(c.integer("data.image_size"));
+    options_.height = options_.width = size;
+    options_.padding = c.boolean("augment.random_resized_crop") ? 0 : static_cast<int>(c.integer("augment.crop_padding"));
+    options_.random_crop = true;
+    options_.flip_probability = c.real("augment.hflip");
+  }
+  Tensor operator()(const Tensor& images, int64_t epoch, int64_t first_sample) const {
+    return data::crop_flip_normalize(images, options_, normalize_, dtype_, seed_, static_cast<uint64_t>(epoch),
+                                     static_cast<uint64_t>(first_sample));
+  }
+
+ private:
+  data::CropFlipOptions options_;
+  data::Normalize normalize_;
+  DType dtype_;
+  uint64_t seed_;
+};
 
 struct Validation {
   double loss = 0, top1 = 0, top5 = 0;
@@ -268,13 +298,16 @@ TrainSummary run_training(const Config& c, const TrainRunOptions& options) {
   lo.shuffle = true;
   lo.seed = seed;
   lo.drop_last = c.boolean("data.drop_last");
-  lo.dtype = compute;
+  const bool augment_on_device = c.boolean("augment.on_gpu");
+  lo.dtype = augment_on_device ? DType::u8 : compute;
   lo.device = device;
   lo.log = [&log](const std::string& m) { log.warn(m); };
   data::Loader train_loader(train_set, train_pipeline(c, channels), lo);
+  const BatchCropFlip batch_crop_flip(c, channels, compute);
   std::unique_ptr<data::Loader> val_loader;
   if (!c.text("data.val_path").empty()) {
     data::LoaderOptions vo = lo;
+    vo.dtype = compute;
     vo.shuffle = false;
     vo.drop_last = false;
     val_loader = std::make_unique<data::Loader>(data::open_dataset(dataset_spec(c, c.text("data.val_path"), false)),
@@ -393,6 +426,7 @@ TrainSummary run_training(const Config& c, const TrainRunOptions& options) {
       ++batch_index;
       if (batch_size == 0) continue;
       Tensor x = batch->images.to(device);
+      if (augment_on_device) x = batch_crop_flip(x, epoch, (batch_index - 1) * lo.batch_size);
       const Tensor labels = batch->labels.to(device);
       Tape tape;
       Tensor loss;

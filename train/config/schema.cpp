@@ -81,12 +81,16 @@ std::vector<KeySpec> build_schema() {
       real("augment", "scale_min", "0.08", {0, 1, true, false}, "smallest crop area, as a fraction of the image"),
       real("augment", "ratio_min", "0.75", above(0), "smallest crop aspect ratio (width / height)"),
       real("augment", "ratio_max", "1.3333333", above(0), "largest crop aspect ratio"),
+      integer("augment", "crop_padding", "0", between(0, 1024),
+              "without random_resized_crop: a random image_size crop of the image zero-padded by this many pixels (CIFAR: 4)"),
       real("augment", "hflip", "0.5", between(0, 1), "probability of a horizontal flip"),
       real("augment", "color_jitter", "0", between(0, 1), "strength of random brightness, contrast and saturation changes (0: off)"),
       integer("augment", "randaugment_ops", "0", between(0, 10), "RandAugment: operations per image (0: off)"),
       integer("augment", "randaugment_magnitude", "9", between(0, 30), "RandAugment: magnitude of each operation"),
       real("augment", "random_erasing", "0", between(0, 1), "probability of erasing a random rectangle"),
-      boolean("augment", "on_gpu", "false", "run augmentation on the GPU from uint8 batches"),
+      boolean("augment", "on_gpu", "false",
+              "the loader delivers uint8 batches (after the crop or resize and the colour transforms); the padded random crop, "
+              "the flip and the normalisation into the compute dtype run batched on the training device, so only uint8 crosses PCIe"),
       // ---- optim ----
       choice("optim", "name", "sgd", {"sgd", "adamw"}, "optimizer: SGD with momentum, or AdamW (decoupled weight decay)"),
       real("optim", "lr", "0.1", {0, 100, true, false}, "base learning rate (before the schedule and the linear scaling rule)"),

@@ -3,10 +3,12 @@
 //   cnn_infer --checkpoint best.h5 IMAGES_OR_DIRS... [--topk 5] [--tta flip|multiscale]
 //             [--ensemble a.h5,b.h5] [--format text|csv|json] [--device cpu|cuda[:N]] [--batch N]
 //   cnn_infer --weights model.safetensors --model resnet50 --classes 1000 [--class-names FILE]
-//             [--image-size 224] [--crop-pct 0.875] [--in-channels 3] IMAGES_OR_DIRS...
+//             [--image-size 224] [--crop-pct 0.875] [--in-channels 3] [--mean M,M,M --std S,S,S]
+//             IMAGES_OR_DIRS...
 //
 // A checkpoint brings its model, validation transforms and class names; a weights file needs them
-// given here (ImageNet mean/std, or mean 0.5 and std 0.5 with --in-channels 1). --ensemble adds
+// given here (default normalisation: ImageNet's mean/std, or mean 0.5 and std 0.5 with
+// --in-channels 1). --ensemble adds
 // checkpoints whose softmax is averaged with --checkpoint's; --tta (flip, multiscale or both,
 // comma-separated) averages softmax over views of each image. Folders are searched recursively.
 // Predictions go to standard output, warnings to standard error. Unreadable files are skipped and
@@ -38,6 +40,9 @@ int main(int argc, char** argv) {
   app.add_option("--in-channels", weights.in_channels, "input channels of a weights file (1 or 3)")->check(CLI::IsMember({1, 3}));
   app.add_option("--image-size", weights.image_size, "input size of a weights file")->check(CLI::Range(8, 4096));
   app.add_option("--crop-pct", weights.crop_pct, "centre crop fraction of a weights file")->check(CLI::Range(0.1, 1.0));
+  app.add_option("--mean", weights.mean, "normalisation mean of a weights file, per channel on the 0..1 scale (comma-separated)")
+      ->delimiter(',');
+  app.add_option("--std", weights.std, "normalisation std of a weights file, per channel (comma-separated)")->delimiter(',');
   app.add_option("--topk", options.topk, "classes shown per image")->check(CLI::PositiveNumber);
   app.add_option("--tta", tta, "test-time augmentation: flip, multiscale or both (comma-separated)")
       ->delimiter(',')

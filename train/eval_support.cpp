@@ -10,11 +10,14 @@ namespace cnn::train {
 
 data::Normalize normalize_of(const Config& c, int channels) {
   std::vector<double> mean = c.reals("data.mean"), stddev = c.reals("data.std");
-  // Single-channel data with three-channel defaults: use their first values.
-  if (channels == 1 && mean.size() == 3) mean.resize(1);
-  if (channels == 1 && stddev.size() == 3) stddev.resize(1);
+  // Single-channel data with three-channel defaults: use their first values. One value serves every
+  // channel (as a broadcasting torchvision Normalize does).
+  for (std::vector<double>* values : {&mean, &stddev}) {
+    if (channels == 1 && values->size() == 3) values->resize(1);
+    if (values->size() == 1) values->resize(static_cast<size_t>(channels), values->front());
+  }
   CNN_CHECK(static_cast<int>(mean.size()) == channels && static_cast<int>(stddev.size()) == channels, c.origin("data.mean"),
-            ": data.mean and data.std need ", channels, " values (one per input channel)");
+            ": data.mean and data.std need ", channels, " values (one per input channel) or one for all");
   return data::Normalize{std::vector<float>(mean.begin(), mean.end()), std::vector<float>(stddev.begin(), stddev.end())};
 }
 

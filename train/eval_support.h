@@ -14,7 +14,8 @@
 namespace cnn::train {
 
 // [data] mean and std for `channels` input channels (three-valued defaults shrink to their first
-// value for single-channel data); a cnn::Error naming the config line when the counts do not fit.
+// value for single-channel data; one value serves every channel); a cnn::Error naming the config
+// line when the counts do not fit.
 data::Normalize normalize_of(const Config& c, int channels);
 
 // The evaluation pipeline: Resize(floor(scale * image_size / crop_pct)), CenterCrop(image_size),

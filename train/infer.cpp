@@ -91,10 +91,20 @@ Member weights_member(const WeightsModel& w, const InferOptions& options) {
   std::ostringstream crop;
   crop << std::setprecision(17) << w.crop_pct;
   c.apply_override("data.crop_pct=" + crop.str());
-  if (w.in_channels == 1) {
-    c.apply_override("data.mean=0.5");
-    c.apply_override("data.std=0.5");
-  }
+  const auto list = [](const std::vector<double>& values) {
+    std::ostringstream text;
+    text << std::setprecision(17);
+    for (size_t i = 0; i < values.size(); ++i) text << (i ? "," : "") << values[i];
+    return text.str();
+  };
+  for (const auto& [option, values] : {std::pair{"mean", &w.mean}, std::pair{"std", &w.std}})
+    CNN_CHECK(values->size() <= 1 || static_cast<int>(values->size()) == w.in_channels, "weights ", w.weights.string(),
+              ": --", option, " has ", values->size(), " values but the model takes ", w.in_channels,
+              " input channels; give one value per channel, or one for all");
+  if (!w.mean.empty()) c.apply_override("data.mean=" + list(w.mean));
+  else if (w.in_channels == 1) c.apply_override("data.mean=0.5");
+  if (!w.std.empty()) c.apply_override("data.std=" + list(w.std));
+  else if (w.in_channels == 1) c.apply_override("data.std=0.5");
   const bool named = !names.empty();
   Member m = member_from_config(c, std::move(names), w.class_names_file.empty() ? w.weights.string() : w.class_names_file.string(),
                                 options);

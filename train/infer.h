@@ -29,10 +29,13 @@ struct WeightsModel {
   std::filesystem::path weights;  // .safetensors (torchvision layout) or .h5 (engine layout)
   std::string model;              // a model zoo name (layers/registry.h)
   int num_classes = 0;            // 0: the number of lines of class_names_file
-  int in_channels = 3;            // 3: ImageNet mean/std; 1: mean 0.5, std 0.5
+  int in_channels = 3;
   int image_size = 224;
   double crop_pct = 0.875;
   std::filesystem::path class_names_file;  // one name per line; empty: "0", "1", ...
+  // Normalisation per channel on the 0..1 scale (one value applies to every channel). Empty: ImageNet's
+  // for 3 channels, 0.5 and 0.5 for 1 channel.
+  std::vector<double> mean = {}, std = {};
 };
 
 struct InferOptions {

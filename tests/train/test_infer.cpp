@@ -187,6 +187,21 @@ TEST_CASE("infer: flip TTA is the average of the image and its mirror; multiscal
   CHECK(run_inference({plain}, big).class_names == kClasses);  // from the class names file
 }
 
+TEST_CASE("infer: a weights file takes its normalisation from mean and std") {
+  Fixture f("normalisation");
+  const std::string image = f.write_png("plain.png", Fixture::picture(28, 28, 5));
+  const std::vector<double> from_checkpoint = probabilities_of(image, f.options());  // mean 0.5, std 0.5
+  InferOptions o = f.options();
+  o.checkpoints.clear();
+  o.weights_models.push_back({f.weights, "compact_cnn", 4, 1, 28, 1.0, {}, {0.5}, {0.5}});
+  CHECK(probabilities_of(image, o) == from_checkpoint);
+  o.weights_models[0].mean = {0.2};
+  o.weights_models[0].std = {0.3};
+  CHECK(max_difference(probabilities_of(image, o), from_checkpoint) > 1e-6);
+  o.weights_models[0].mean = {0.2, 0.3};  // two values for one channel
+  CHECK_THROWS_WITH_AS(run_inference({image}, o), doctest::Contains("mean"), Error);
+}
+
 TEST_CASE("infer: an ensemble of one checkpoint twice equals the checkpoint; members of other classes are refused") {
   Fixture f("ensemble");
   const std::string a = f.write_png("a.png", Fixture::picture(28, 28, 7));
@@ -271,4 +286,14 @@ TEST_CASE("infer: csv and json output parse back to the predictions") {
            << kClasses[static_cast<size_t>(r.predictions[0].top[0])];
   CHECK(line == expected.str());
   CHECK_THROWS_WITH_AS(parse_output_format("xml"), doctest::Contains("use text, csv or json"), Error);
+}
+
+TEST_CASE("normalisation from a config: per channel, one value for all, single-channel defaults") {
+  const data::Normalize rgb = normalize_of(Config::parse("[data]\nmean = 0.4, 0.5, 0.6\nstd = 0.2\n", "n.ini"), 3);
+  CHECK(rgb.mean == std::vector<float>{0.4f, 0.5f, 0.6f});
+  CHECK(rgb.std == std::vector<float>{0.2f, 0.2f, 0.2f});
+  const data::Normalize gray = normalize_of(Config(), 1);  // ImageNet's defaults shrink to their first value
+  CHECK(gray.mean == std::vector<float>{0.485f});
+  CHECK_THROWS_WITH_AS(normalize_of(Config::parse("[data]\nmean = 0.4, 0.5\n", "n.ini"), 3),
+                       doctest::Contains("n.ini:2: data.mean and data.std need 3 values"), Error);
 }

@@ -1,0 +1,68 @@
+// Host-to-device copies that overlap compute: tensors in (pinned) host memory are copied to a CUDA
+// device on that device's copy stream (a non-blocking stream of its own), and the compute stream is
+// made to wait for the copy with an event, so neither the host nor the compute stream stalls.
+//
+//   Upload up = upload_async({images, labels}, Device::cuda(0));  // on a loader thread
+//   ...
+//   up.make_compute_wait();  // on the consumer: the compute stream waits for the copy, the host does not
+//   Tensor x = up.tensors[0];
+//
+// Ordering: the device memory comes from the caching allocator's pool of the compute stream, where it
+// may just have been freed by kernels still queued there; the copy stream therefore first waits for
+// the compute stream's work enqueued so far. The host tensors stay referenced by the Upload until
+// its copy has completed (finished() or wait_host()), so a pinned buffer is never reused under a
+// copy in flight. Without CUDA (or for a CPU target) upload_async is a plain copy.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "engine/device.h"
+#include "engine/tensor.h"
+
+namespace cnn {
+
+namespace cuda {
+// A CUDA event on one device (timing disabled). Without CUDA, constructing one is a cnn::Error.
+class Event {
+ public:
+  explicit Event(int device);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(void* stream);      // marks the work enqueued on `stream` so far
+  void make_wait(void* stream);   // work enqueued on `stream` from now on waits for the mark
+  void synchronize();             // the host waits for the mark
+  bool done();                    // whether the mark has passed (no waiting)
+
+ private:
+  int device_;
+  void* event_ = nullptr;
+};
+
+// The device's copy stream: created on first use, non-blocking with respect to the legacy default
+// stream, used for host-to-device uploads only.
+void* copy_stream(int device);
+}  // namespace cuda
+
+struct Upload {
+  std::vector<Tensor> tensors;  // on the target device
+  // Makes the target device's compute stream (cuda::current_stream) wait for the copy; no host wait.
+  void make_compute_wait() const;
+  // The host waits for the copy (then the host tensors may be reused).
+  void wait_host() const;
+  bool finished() const;
+  // The event marking the copy's completion (null when the copy was synchronous), for owners of the
+  // host buffers that outlive this Upload.
+  std::shared_ptr<cuda::Event> completion() const { return copied_; }
+
+ private:
+  friend Upload upload_async(const std::vector<Tensor>& host, Device device);
+  std::vector<Tensor> host_;              // kept alive until the copy has completed
+  std::shared_ptr<cuda::Event> copied_;  // null when the copy was synchronous
+  Device device_;
+};
+
+// Copies each host tensor (contiguous; pinned for a truly asynchronous copy) to `device`.
+Upload upload_async(const std::vector<Tensor>& host, Device device);
+
+}  // namespace cnn

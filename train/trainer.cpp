@@ -15,6 +15,7 @@
 #include "data/batch_augment.h"
 #include "data/loader.h"
 #include "data/open_dataset.h"
+#include "data/randaugment.h"
 #include "data/transforms.h"
 #include "engine/cnn.h"
 #include "layers/registry.h"
@@ -73,20 +74,11 @@ class RunLog {
   std::ofstream file_;
 };
 
-// Keys of the schema that this trainer does not implement yet: refused when set to anything but
-// their default, so that a config never silently means less than it says.
-void refuse_unimplemented(const Config& c) {
-  struct Unsupported {
-    const char* key;
-    bool set;
-  };
-  const Unsupported keys[] = {
-      {"augment.randaugment_ops", c.integer("augment.randaugment_ops") != 0},
-      {"augment.random_erasing", c.real("augment.random_erasing") != 0},
-  };
-  for (const Unsupported& u : keys)
-    CNN_CHECK(!u.set, c.origin(u.key), ": ", u.key, " is not supported by this version of cnn_train yet; remove it ",
-              "or set it back to its default");
+// Combinations that cannot mean what they say are refused before any work.
+void refuse_contradictions(const Config& c) {
+  CNN_CHECK(!(c.boolean("augment.on_gpu") && c.real("augment.random_erasing") > 0), c.origin("augment.random_erasing"),
+            ": augment.random_erasing works on normalised images, which with augment.on_gpu = true only exist on the ",
+            "device; set on_gpu = false to use random erasing");
 }
 
 ModelOptions model_options(const Config& c) {
@@ -107,8 +99,10 @@ std::string dataset_spec(const Config& c, const std::string& path, bool train) {
   return path;  // folder (a directory), packed (.h5) or list files are recognised by open_dataset
 }
 
-// The loader's training transforms. With augment.on_gpu the pipeline stops at uint8 (after the crop
-// or resize and the colour transforms); batch_crop_flip() then does the rest on the training device.
+// The loader's training transforms, in torchvision's order: crop (random resized, or resize + centre
+// crop + padded random crop), flip, colour jitter, RandAugment, normalisation, random erasing. With
+// augment.on_gpu the pipeline stops at uint8 after the colour transforms and BatchCropFlip does the
+// padded crop, the flip and the normalisation on the training device (after RandAugment, then).
 data::Pipeline train_pipeline(const Config& c, int channels) {
   const int size = static_cast<int>(c.integer("data.image_size"));
   const bool on_device = c.boolean("augment.on_gpu");
@@ -126,7 +120,12 @@ data::Pipeline train_pipeline(const Config& c, int channels) {
     t.push_back(std::make_shared<data::RandomHorizontalFlip>(c.real("augment.hflip")));
   const float jitter = static_cast<float>(c.real("augment.color_jitter"));
   if (jitter > 0) t.push_back(std::make_shared<data::ColorJitter>(jitter, jitter, jitter, 0.0f));
-  return data::Pipeline(t, size, size, channels, normalize_of(c, channels));
+  const int randaugment_ops = static_cast<int>(c.integer("augment.randaugment_ops"));
+  if (randaugment_ops > 0)
+    t.push_back(std::make_shared<data::RandAugment>(randaugment_ops, static_cast<int>(c.integer("augment.randaugment_magnitude"))));
+  data::Pipeline pipeline(t, size, size, channels, normalize_of(c, channels));
+  if (c.real("augment.random_erasing") > 0) pipeline.set_random_erasing(data::RandomErasing{c.real("augment.random_erasing")});
+  return pipeline;
 }
 
 // augment.on_gpu: the random crop of the padded image, the flip and the normalisation of a uint8
@@ -239,7 +238,7 @@ std::string format_seconds(double s) {
 }  // namespace
 
 TrainSummary run_training(const Config& c, const TrainRunOptions& options) {
-  refuse_unimplemented(c);
+  refuse_contradictions(c);
   std::ostream& out = options.console ? *options.console : std::cout;
   const Device device = Device::parse(c.text("train.device"));
   if (device.is_cuda()) cuda::require_device(device.index);
@@ -421,6 +420,8 @@ TrainSummary run_training(const Config& c, const TrainRunOptions& options) {
     const auto epoch_start = Clock::now();
     int64_t epoch_images = 0, micro = 0, batch_index = std::max<int64_t>(0, first_batch);
     Tensor loss_sum = Tensor::zeros({}, DType::f32, device);
+    double shown_loss = std::nan("");
+    auto last_loss_read = Clock::now() - std::chrono::seconds(10);
     while (auto batch = train_loader.next()) {
       const int64_t batch_size = batch->size();
       ++batch_index;
@@ -474,8 +475,15 @@ TrainSummary run_training(const Config& c, const TrainRunOptions& options) {
 
       // ---- logging ----
       const bool log_now = step % log_every == 0;
+      // Reading the loss waits for the device: the progress bar redraws every step but reads a fresh
+      // loss at most once a second (and at logged steps), so the GPU is not synchronised each step.
+      const bool refresh_loss = log_now || seconds_since(last_loss_read) >= 1.0;
       if (log_now || console.draws_bar()) {
-        const double mean_loss = loss_sum.item() / static_cast<double>(micro);
+        if (refresh_loss) {
+          shown_loss = loss_sum.item() / static_cast<double>(micro);
+          last_loss_read = Clock::now();
+        }
+        const double mean_loss = shown_loss;
         CNN_CHECK(std::isfinite(mean_loss) || fp16, "the training loss became ", mean_loss, " at step ", step,
                   " (epoch ", epoch, "); training stopped. The last good checkpoint is ",
                   last_checkpoint_path(run_dir).string(), "; lower the learning rate or enable gradient clipping");

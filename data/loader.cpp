@@ -42,6 +42,8 @@ Loader::Loader(DatasetPtr dataset, Pipeline pipeline, LoaderOptions options)
   CNN_CHECK(options_.dtype == DType::f32 || options_.dtype == DType::f16 || options_.dtype == DType::bf16 ||
                 options_.dtype == DType::u8,
             "Loader: batch dtype ", dtype_name(options_.dtype), " is not supported; use f32, f16, bf16 or u8");
+  CNN_CHECK(options_.dtype != DType::u8 || pipeline_.random_erasing().probability == 0,
+            "Loader: random erasing zeroes boxes of the normalised batch, so it needs batch dtype f32, f16 or bf16, not u8");
   if (options_.prefetch <= 0) options_.prefetch = 2 * options_.workers;
   if (options_.device.is_cuda()) cuda::require_device(options_.device.index);
   pinned_ = options_.pinned.value_or(cuda::is_available());
@@ -114,6 +116,7 @@ std::optional<Batch> Loader::next() {
   stats_.batches += 1;
   stats_.samples += result.batch.size();
   stats_.skipped += result.batch.skipped;
+  result.batch.upload.make_compute_wait();  // the consumer's kernels start after the copy, the host goes on
   last_return_ = now_seconds();
   return std::move(result.batch);
 }
@@ -170,28 +173,30 @@ Loader::Buffers Loader::acquire_buffers() {
       // Free when nothing but the pool refers to the storage (batches handed out are views of it).
       if (buffers.images.impl()->storage.use_count() == 1 && buffers.labels.impl()->storage.use_count() == 1) {
         std::atomic_thread_fence(std::memory_order_acquire);
-        Buffers taken = buffers;
+        // The batch that last used the slot is gone, but its upload may still be reading it.
+        if (*buffers.last_upload) (*buffers.last_upload)->synchronize();
+        buffers.last_upload->reset();
         // Hand out views so the pool's own handles keep a count of one.
-        return {taken.images.slice(0, b), taken.labels.slice(0, b)};
+        return {buffers.images.slice(0, b), buffers.labels.slice(0, b), buffers.last_upload};
       }
     }
   }
   Buffers fresh{Tensor::empty(image_shape, options_.dtype, Device::cpu(), pinned_),
-                Tensor::empty({b}, DType::i64, Device::cpu(), pinned_)};
+                Tensor::empty({b}, DType::i64, Device::cpu(), pinned_), std::make_shared<std::shared_ptr<cuda::Event>>()};
   std::lock_guard<std::mutex> lock(pool_mutex_);
   if (pool_.size() < pool_capacity_) pool_.push_back(fresh);
-  return {fresh.images.slice(0, b), fresh.labels.slice(0, b)};
+  return {fresh.images.slice(0, b), fresh.labels.slice(0, b), fresh.last_upload};
 }
 
-// Decodes and transforms sample `index` into `image`; false when it is corrupt and skipped.
-bool Loader::load_sample(int64_t index, int64_t epoch, Image& image) {
+// Decodes sample `index` into `image`; false when it is corrupt and skipped. assemble() runs the
+// transforms, since it also writes their random-erasing box.
+bool Loader::load_sample(int64_t index, Image& image) {
   {
     std::lock_guard<std::mutex> lock(corrupt_mutex_);
     if (corrupt_indices_.count(index)) return false;
   }
   try {
-    image = pipeline_.run(dataset_->load(index, decode_), options_.seed, static_cast<uint64_t>(epoch),
-                          static_cast<uint64_t>(index), dataset_->source(index));
+    image = dataset_->load(index, decode_);
     return true;
   } catch (const CorruptImageError& e) {
     if (options_.fail_on_corrupt)
@@ -218,19 +223,22 @@ Loader::Result Loader::assemble(const EpochPlan& plan, int64_t step, uint64_t ge
   auto* images = static_cast<uint8_t*>(buffers.images.data());
   int64_t* labels = buffers.labels.data_as<int64_t>();
   Image image;
+  std::optional<Box> erase;
   for (int64_t j = 0; j < count; ++j) {
     if (stop_ || generation != generation_) return result;  // abandoned: nobody will take it
     const int64_t index = plan.indices()[static_cast<size_t>(begin + j)];
     try {
-      if (!load_sample(index, plan.epoch(), image)) {
+      if (!load_sample(index, image)) {
         ++batch.skipped;
         continue;
       }
+      image = pipeline_.run(std::move(image), options_.seed, static_cast<uint64_t>(plan.epoch()),
+                            static_cast<uint64_t>(index), dataset_->source(index), erase);
     } catch (const std::exception& e) {
       throw Error("sample " + std::to_string(index) + " (" + dataset_->source(index) + "): " + e.what());
     }
     const auto filled = static_cast<int64_t>(batch.indices.size());
-    write_sample(image, pipeline_.normalize(), options_.dtype, images + static_cast<size_t>(filled) * slot_bytes);
+    pipeline_.write(image, erase, options_.dtype, images + static_cast<size_t>(filled) * slot_bytes);
     labels[filled] = dataset_->label(index);
     batch.indices.push_back(index);
   }
@@ -238,8 +246,10 @@ Loader::Result Loader::assemble(const EpochPlan& plan, int64_t step, uint64_t ge
   batch.images = buffers.images.slice(0, filled);
   batch.labels = buffers.labels.slice(0, filled);
   if (options_.device.is_cuda()) {
-    batch.images = batch.images.to(options_.device);
-    batch.labels = batch.labels.to(options_.device);
+    batch.upload = upload_async({batch.images, batch.labels}, options_.device);
+    *buffers.last_upload = batch.upload.completion();
+    batch.images = batch.upload.tensors[0];
+    batch.labels = batch.upload.tensors[1];
   }
   return result;
 }

@@ -35,6 +35,7 @@
 #include "data/dataset.h"
 #include "data/sampler.h"
 #include "data/transforms.h"
+#include "engine/async_copy.h"
 #include "engine/device.h"
 #include "engine/tensor.h"
 
@@ -49,8 +50,9 @@ struct LoaderOptions : SamplerOptions {
   DType dtype = DType::f32;  // f32, f16, bf16 (normalised) or u8 (raw pixels, for GPU augmentation)
   bool fail_on_corrupt = false;
   std::optional<bool> pinned;  // page-locked batch buffers; default: when a CUDA device is usable
-  // A CUDA device here makes the workers copy each finished batch to it, so the copy of the next
-  // batches overlaps the consumer's compute.
+  // A CUDA device here makes the workers upload each finished batch to it on the device's copy
+  // stream (engine/async_copy.h): the copies of the next batches overlap the consumer's compute, and
+  // next() makes the compute stream wait for its batch's copy without blocking the host.
   Device device = Device::cpu();
   // Where warnings and reports go; default: standard error, prefixed "cnn data: ".
   std::function<void(const std::string&)> log;
@@ -62,6 +64,9 @@ struct Batch {
   int64_t epoch = 0, step = 0;
   std::vector<int64_t> indices;  // dataset index of each sample
   int64_t skipped = 0;            // corrupt samples left out of this batch
+  // The upload to LoaderOptions::device, when there is one: it holds the pinned host buffers the
+  // copy reads from for as long as the batch lives.
+  Upload upload;
   int64_t size() const { return images.defined() ? images.size(0) : 0; }
 };
 
@@ -106,12 +111,15 @@ class Loader {
     Batch batch;
     std::exception_ptr error;
   };
+  // A pool slot's pinned host tensors, and the completion event of the last upload that read them
+  // (shared by the slot and the views handed out): a slot is reused only after that copy finished.
   struct Buffers {
     Tensor images, labels;
+    std::shared_ptr<std::shared_ptr<cuda::Event>> last_upload;
   };
   void work(int worker);
   Result assemble(const EpochPlan& plan, int64_t step, uint64_t generation);
-  bool load_sample(int64_t index, int64_t epoch, Image& image);
+  bool load_sample(int64_t index, Image& image);
   Buffers acquire_buffers();
   const SamplerOptions& sampler_options() const { return options_; }
   void log(const std::string& message) const;

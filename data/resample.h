@@ -16,7 +16,8 @@ struct Box {
 };
 
 // Resamples `box` of `source` to out_h x out_w. Filter taps may reach outside the box (into the
-// rest of the image) but never outside the image, as with PIL's resize(box=...).
-Image resample(const Image& source, const Box& box, int out_h, int out_w);
+// rest of the image) but never outside the image, as with PIL's resize(box=...). mirror: the result
+// flipped left to right, bit for bit the same as flipping afterwards, at no extra cost.
+Image resample(const Image& source, const Box& box, int out_h, int out_w, bool mirror = false);
 
 }  // namespace cnn::data

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 
@@ -142,14 +143,105 @@ NormalizeParams Normalize::params(int channels) const {
   return p;
 }
 
+namespace {
+// What store_normalized writes for every byte value of each of up to four channels, computed by
+// store_normalized itself, so that a lookup gives exactly its bits (the f16/bf16 conversions
+// included) for a few hundred conversions per image instead of one per value.
+template <class T>
+struct NormalizedTable {
+  T value[4][256];
+  NormalizedTable(const NormalizeParams& norm, int channels) {
+    for (int c = 0; c < channels; ++c)
+      for (int x = 0; x < 256; ++x) store_normalized(value[c], x, static_cast<uint8_t>(x), norm, c);
+  }
+};
+
+// write_sample for C channels (1 to 4): one table lookup per value.
+template <int C, class T>
+void write_normalized(const uint8_t* pixels, int64_t count, const NormalizedTable<T>& table, T* out) {
+  for (int64_t i = 0; i < count; ++i, pixels += C, out += C)
+    for (int c = 0; c < C; ++c) out[c] = table.value[c][pixels[c]];
+}
+
+// write_sample to f32 for C channels: normalize_value's arithmetic itself, four pixels per step so
+// that the channels' means and scales repeat in step with the compiler's 4-wide vectors.
+template <int C>
+void write_normalized_f32(const uint8_t* pixels, int64_t count, const NormalizeParams& norm, float* out) {
+  float mean[4 * C], scale[4 * C];
+  for (int j = 0; j < 4 * C; ++j) {
+    mean[j] = channel_value(norm.mean, j % C);
+    scale[j] = channel_value(norm.inv_std, j % C);
+  }
+  int64_t i = 0;
+  for (; i + 4 <= count; i += 4, pixels += 4 * C, out += 4 * C)
+    for (int j = 0; j < 4 * C; ++j) out[j] = (static_cast<float>(pixels[j]) - mean[j]) * scale[j];
+  for (; i < count; ++i, pixels += C, out += C)
+    for (int c = 0; c < C; ++c) out[c] = normalize_value(pixels[c], norm, c);
+}
+}  // namespace
+
 void write_sample(const Image& image, const NormalizeParams& norm, DType dtype, void* slot) {
   const auto n = static_cast<int64_t>(image.pixels.size());
   const int c = image.channels;
+  const uint8_t* pixels = image.pixels.data();
   kernels::dispatch_augment_output(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* out = static_cast<T*>(slot);
-    for (int64_t i = 0; i < n; ++i) store_normalized(out, i, image.pixels[static_cast<size_t>(i)], norm, static_cast<int>(i % c));
+    if constexpr (std::is_same_v<T, uint8_t>) {
+      if (n > 0) std::memcpy(out, pixels, static_cast<size_t>(n));
+    } else {
+      auto write = [&](auto channels) {
+        constexpr int C = decltype(channels)::value;
+        if constexpr (std::is_same_v<T, float>) write_normalized_f32<C>(pixels, n / C, norm, out);
+        else write_normalized<C>(pixels, n / C, NormalizedTable<T>(norm, C), out);
+      };
+      switch (c) {
+        case 1: write(std::integral_constant<int, 1>{}); break;
+        case 2: write(std::integral_constant<int, 2>{}); break;
+        case 3: write(std::integral_constant<int, 3>{}); break;
+        case 4: write(std::integral_constant<int, 4>{}); break;
+        default:
+          for (int64_t i = 0; i < n; ++i) store_normalized(out, i, pixels[i], norm, static_cast<int>(i % c));
+      }
+    }
   });
+}
+
+void erase_box(void* slot, DType dtype, const Box& box, int width, int channels) {
+  CNN_CHECK(box.top >= 0 && box.left >= 0 && box.height >= 0 && box.width >= 0 && box.left + box.width <= width,
+            "erase_box: the box (top ", box.top, ", left ", box.left, ", ", box.height, "x", box.width,
+            ") is outside a slot ", width, " wide");
+  const size_t element = static_cast<size_t>(dtype_size(dtype)) * channels;
+  auto* bytes = static_cast<uint8_t*>(slot);
+  for (int y = box.top; y < box.top + box.height; ++y)
+    std::memset(bytes + (static_cast<size_t>(y) * width + box.left) * element, 0, static_cast<size_t>(box.width) * element);
+}
+
+// ---- RandomErasing ----
+void RandomErasing::check() const {
+  CNN_CHECK(probability >= 0 && probability <= 1, "RandomErasing: probability ", probability, " is outside [0, 1]");
+  CNN_CHECK(scale[0] >= 0 && scale[0] <= scale[1] && scale[1] <= 1, "RandomErasing: scale (", scale[0], ", ", scale[1],
+            ") must satisfy 0 <= low <= high <= 1");
+  CNN_CHECK(ratio[0] > 0 && ratio[0] <= ratio[1], "RandomErasing: ratio (", ratio[0], ", ", ratio[1],
+            ") must satisfy 0 < low <= high");
+}
+
+std::optional<Box> RandomErasing::sample_box(int image_h, int image_w, SampleRng& rng) const {
+  if (!rng.bernoulli(probability)) return std::nullopt;
+  const double area = static_cast<double>(image_h) * image_w;
+  const double log_lo = std::log(ratio[0]), log_hi = std::log(ratio[1]);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target = area * rng.uniform(scale[0], scale[1]);
+    const double aspect = std::exp(rng.uniform(log_lo, log_hi));  // height / width
+    const int h = round_half_even(std::sqrt(target * aspect));
+    const int w = round_half_even(std::sqrt(target / aspect));
+    if (h < image_h && w < image_w) {
+      const int top = static_cast<int>(rng.integer(0, image_h - h));
+      const int left = static_cast<int>(rng.integer(0, image_w - w));
+      return Box{top, left, h, w};
+    }
+  }
+  return std::nullopt;  // torchvision returns the image unchanged
 }
 
 // ---- Pipeline ----
@@ -171,12 +263,33 @@ Pipeline Pipeline::eval(int resize, int crop, int channels, Normalize normalize)
                   std::move(normalize));
 }
 
+Pipeline& Pipeline::set_random_erasing(RandomErasing erasing) {
+  erasing.check();
+  erasing_ = erasing;
+  return *this;
+}
+
 Image Pipeline::run(Image image, uint64_t seed, uint64_t epoch, uint64_t sample, const std::string& source) const {
+  CNN_CHECK(erasing_.probability == 0, source, ": this pipeline erases random boxes after normalisation; run it with "
+            "the overload that returns the box (and write with Pipeline::write)");
+  std::optional<Box> none;
+  return run(std::move(image), seed, epoch, sample, source, none);
+}
+
+void Pipeline::write(const Image& image, const std::optional<Box>& erase, DType dtype, void* slot) const {
+  write_sample(image, norm_, dtype, slot);
+  if (erase) erase_box(slot, dtype, *erase, image.width, image.channels);
+}
+
+Image Pipeline::run(Image image, uint64_t seed, uint64_t epoch, uint64_t sample, const std::string& source,
+                    std::optional<Box>& erase) const {
+  erase.reset();
   SampleRng rng(seed, epoch, sample);
   for (const auto& t : transforms_) image = t->apply(std::move(image), rng);
   CNN_CHECK(image.height == height_ && image.width == width_ && image.channels == channels_, source, ": the transforms (",
             describe(), ") produced a ", image.size_str(), " image, but batches are ", height_, "x", width_, "x",
             channels_, "; end the pipeline with a crop of that size");
+  if (erasing_.probability > 0) erase = erasing_.sample_box(image.height, image.width, rng);
   return image;
 }
 
@@ -190,6 +303,11 @@ DecodeOptions Pipeline::decode_options() const {
 std::string Pipeline::describe() const {
   std::string text;
   for (const auto& t : transforms_) text += (text.empty() ? "" : " + ") + t->name();
+  if (erasing_.probability > 0) {
+    char erasing[64];
+    std::snprintf(erasing, sizeof erasing, "RandomErasing(%g) after Normalize", erasing_.probability);
+    text += (text.empty() ? "" : " + ") + std::string(erasing);
+  }
   return text.empty() ? "none" : text;
 }
 

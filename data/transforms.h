@@ -6,9 +6,13 @@
 //   training (ImageNet): RandomResizedCrop(224) + RandomHorizontalFlip + Normalize
 //   evaluation:          Resize(256) + CenterCrop(224) + Normalize
 //   CIFAR training:      RandomCrop(32, padding 4) + RandomHorizontalFlip + Normalize
+//   stronger training:   RandomResizedCrop(224) + RandomHorizontalFlip + RandAugment(2, 9)
+//                        (randaugment.h) + Normalize + RandomErasing(0.25), the last set with
+//                        Pipeline::set_random_erasing: it zeroes a box of the normalised output
 #pragma once
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -130,6 +134,24 @@ struct Normalize {
 // Writes image into one batch slot of `dtype` (f32, f16, bf16: normalised; u8: copied).
 void write_sample(const Image& image, const NormalizeParams& norm, DType dtype, void* slot);
 
+// Zeroes `box` of every channel in a batch slot of `dtype` holding width x channels per row:
+// 0.0 in f32, f16 and bf16 (all-zero bits), 0 in u8.
+void erase_box(void* slot, DType dtype, const Box& box, int width, int channels);
+
+// torchvision's RandomErasing with value 0, which it applies after Normalize: with probability
+// `probability`, a box whose area is a fraction of the image uniform in `scale` and whose aspect
+// ratio (height / width) is log-uniform in `ratio`, sides rounded half to even, at a uniform
+// position; up to 10 tries to find one smaller than the image in both sides, else none.
+struct RandomErasing {
+  double probability = 0.5;
+  std::array<double, 2> scale = {0.02, 0.33};
+  std::array<double, 2> ratio = {0.3, 3.3};
+  void check() const;  // a cnn::Error for values outside torchvision's ranges
+  // The box to erase in an image_h x image_w sample, or none; the draws in torchvision's order
+  // (the coin; then per try the area, the log ratio; then top and left).
+  std::optional<Box> sample_box(int image_h, int image_w, SampleRng& rng) const;
+};
+
 // The transforms of a loader, the output size they must produce, and the normalisation.
 class Pipeline {
  public:
@@ -139,9 +161,19 @@ class Pipeline {
   static Pipeline train(int size = 224, int channels = 3, Normalize normalize = Normalize::imagenet());
   static Pipeline eval(int resize = 256, int crop = 224, int channels = 3, Normalize normalize = Normalize::imagenet());
 
+  // Random erasing of the normalised output (probability 0, the default: off).
+  Pipeline& set_random_erasing(RandomErasing erasing);
+  const RandomErasing& random_erasing() const { return erasing_; }
+
   // Runs the transforms on one sample; the result must be height x width x channels, else a
-  // cnn::Error naming `source` and the sizes.
+  // cnn::Error naming `source` and the sizes. A pipeline with random erasing refuses this form.
   Image run(Image image, uint64_t seed, uint64_t epoch, uint64_t sample, const std::string& source) const;
+  // The same, and then (random erasing on) the box to erase, drawn from the same SampleRng after
+  // the transforms' draws; pass it to write().
+  Image run(Image image, uint64_t seed, uint64_t epoch, uint64_t sample, const std::string& source,
+            std::optional<Box>& erase) const;
+  // write_sample with this pipeline's normalisation, then erase_box of `erase` if any.
+  void write(const Image& image, const std::optional<Box>& erase, DType dtype, void* slot) const;
   DecodeOptions decode_options() const;
 
   int height() const { return height_; }
@@ -154,6 +186,7 @@ class Pipeline {
   std::vector<TransformPtr> transforms_;
   int height_, width_, channels_;
   NormalizeParams norm_;
+  RandomErasing erasing_{.probability = 0};
 };
 
 }  // namespace cnn::data

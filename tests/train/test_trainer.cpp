@@ -164,6 +164,16 @@ TEST_CASE("trainer: augment.on_gpu crops, flips and normalises uint8 batches on 
   CHECK(on_workers.step_losses != runs.full.step_losses);
 }
 
+TEST_CASE("trainer: RandAugment and random erasing train and replay exactly on resume") {
+  SmallRun run("randaugment", 256, 64, 1, 2);
+  const ResumeRuns runs = check_resume_reproduces(
+      run.text, run.opts, {"augment.randaugment_ops=2", "augment.randaugment_magnitude=5", "augment.random_erasing=0.25"});
+  CHECK(runs.full.last_top1 > 80.0);
+  run.opts.record_step_losses = true;
+  const TrainSummary plain = run_training(Config::parse(run.text, "test.ini", {"run.name=plain"}), run.opts);
+  CHECK(plain.step_losses != runs.full.step_losses);  // the augmentations did change the batches
+}
+
 TEST_CASE("trainer: accumulating 2 batches of 16 matches batches of 32 on a model without batch norm") {
   SmallRun run("accumulate", 128, 32, 5, 6);
   const std::string& text = run.text;
@@ -183,10 +193,11 @@ TEST_CASE("trainer: accumulating 2 batches of 16 matches batches of 32 on a mode
   CHECK(worst < 1e-5);
 }
 
-TEST_CASE("trainer: keys it does not implement are refused, not ignored") {
+TEST_CASE("trainer: random erasing with augmentation on the device is refused, with the reason") {
   ScratchDir dir("refuse");
-  const Config c = Config::parse(config_text(dir.path, dir.path / "runs") + "\n", "test.ini", {"augment.randaugment_ops=2"});
-  CHECK_THROWS_WITH_AS(run_training(c), doctest::Contains("augment.randaugment_ops is not supported"), Error);
+  const Config c = Config::parse(config_text(dir.path, dir.path / "runs") + "\n", "test.ini",
+                                 {"augment.on_gpu=true", "augment.random_erasing=0.25"});
+  CHECK_THROWS_WITH_AS(run_training(c), doctest::Contains("--set: augment.random_erasing works on normalised images"), Error);
 }
 
 TEST_CASE("trainer: [model] dropout, drop_path and zero_init_residual reach the model") {

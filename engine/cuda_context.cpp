@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -32,6 +33,7 @@ void check(cudaError_t err, const char* what) {
 struct DeviceState {
   void* stream = nullptr;  // nullptr: the legacy default stream
   cublasHandle_t cublas = nullptr;
+  std::map<void*, void*> cublas_workspaces;  // by stream
   cudnnHandle_t cudnn = nullptr;
   std::unique_ptr<CachingAllocator> allocator;
 };
@@ -109,6 +111,22 @@ void* cublas_handle(int device) {
     CNN_CHECK(cublasCreate(&s.cublas) == CUBLAS_STATUS_SUCCESS, "cublasCreate failed on cuda:", device);
   }
   return s.cublas;
+}
+
+Workspace cublas_workspace(int device) {
+  constexpr size_t kBytes = size_t{32} << 20;  // what cuBLAS itself reserves on Hopper
+  void* stream = current_stream(device);
+  DeviceState& s = state(device);
+  {
+    std::lock_guard<std::mutex> lock(context().mutex);
+    auto it = s.cublas_workspaces.find(stream);
+    if (it != s.cublas_workspaces.end()) return {it->second, kBytes};
+  }
+  // The allocator takes the block from the current stream's pool: it is only ever used there.
+  void* block = cuda_allocator(device).allocate(kBytes);
+  std::lock_guard<std::mutex> lock(context().mutex);
+  s.cublas_workspaces.emplace(stream, block);
+  return {block, kBytes};
 }
 
 void* cudnn_handle(int device) {
@@ -201,6 +219,7 @@ void* current_stream(int device) { unavailable(device); }
 void set_stream(int device, void*) { unavailable(device); }
 void synchronize(int device) { unavailable(device); }
 void* cublas_handle(int device) { unavailable(device); }
+Workspace cublas_workspace(int device) { unavailable(device); }
 void* cudnn_handle(int device) { unavailable(device); }
 void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
   if (dst_device.is_cuda() || src_device.is_cuda()) unavailable(dst_device.is_cuda() ? dst_device.index : src_device.index);

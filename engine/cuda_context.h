@@ -29,6 +29,13 @@ void synchronize(int device);
 
 // cublasHandle_t of the device, bound to its current stream by each GEMM call.
 void* cublas_handle(int device);
+// The cuBLAS workspace of the device's current stream: 32 MiB from the device's caching allocator
+// (so GPU memory statistics include it), one per stream, kept for the life of the process.
+struct Workspace {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+Workspace cublas_workspace(int device);
 
 // cudnnHandle_t of the device, bound to its current stream by each convolution.
 void* cudnn_handle(int device);

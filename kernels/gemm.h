@@ -2,6 +2,7 @@
 // lda/ldb/ldc are row strides in elements. CPU: OpenBLAS (f16/bf16 go through float copies).
 // CUDA: cuBLAS, f32 accumulation for every floating type, tensor-op math for f16/bf16.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/common/dtype.h"
@@ -20,9 +21,10 @@ namespace cpu {
 void gemm(DType dt, const GemmShape& s, double alpha, const void* a, const void* b, double beta, void* c);
 }
 namespace cuda {
-// `cublas_handle` is a cublasHandle_t owned by the caller (the engine's CUDA context).
+// `cublas_handle` is a cublasHandle_t owned by the caller (the engine's CUDA context); `workspace`
+// (workspace_bytes, may be null/0 for cuBLAS's own) is device memory only GEMMs on `stream` use.
 void gemm(DType dt, const GemmShape& s, double alpha, const void* a, const void* b, double beta, void* c,
-          void* cublas_handle, Stream stream);
+          void* cublas_handle, void* workspace, size_t workspace_bytes, Stream stream);
 }
 
 }  // namespace cnn::kernels

@@ -25,8 +25,11 @@ void gemm_into(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Ten
   const double beta = accumulate ? 1.0 : 0.0;
   run_on(a.device(), [&] { kernels::cpu::gemm(a.dtype(), shape, 1.0, a.data(), b.data(), beta, out.data()); },
          [&](kernels::Stream s) {
-           CNN_IF_CUDA(kernels::cuda::gemm(a.dtype(), shape, 1.0, a.data(), b.data(), beta, out.data(),
-                                           cuda::cublas_handle(a.device().index), s));
+           CNN_IF_CUDA({
+             const cuda::Workspace ws = cuda::cublas_workspace(a.device().index);
+             kernels::cuda::gemm(a.dtype(), shape, 1.0, a.data(), b.data(), beta, out.data(),
+                                 cuda::cublas_handle(a.device().index), ws.data, ws.bytes, s);
+           });
          });
 }
 

@@ -29,10 +29,12 @@ cudaDataType_t cuda_type(DType dt) {
 }  // namespace
 
 void gemm(DType dt, const GemmShape& s, double alpha, const void* a, const void* b, double beta, void* c,
-          void* cublas_handle, Stream stream) {
+          void* cublas_handle, void* workspace, size_t workspace_bytes, Stream stream) {
   if (s.m == 0 || s.n == 0) return;
   auto handle = static_cast<cublasHandle_t>(cublas_handle);
+  // Setting the stream resets the workspace to cuBLAS's own, so the workspace follows it every time.
   check_cublas(cublasSetStream(handle, static_cast<cudaStream_t>(stream)), "cublasSetStream");
+  if (workspace != nullptr) check_cublas(cublasSetWorkspace(handle, workspace, workspace_bytes), "cublasSetWorkspace");
   const cublasOperation_t op_a = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cudaDataType_t type = cuda_type(dt);

@@ -2,19 +2,24 @@
 // and normalised weights) for every output index, then two passes in float.
 //
 // Every output value is the result of the same float operations, in the same order, as the plain
-// loops "sum = 0; for each tap in increasing input order: sum += weight * input": no fused
-// multiply-add, no reassociation, so the bits never depend on how the loops are arranged. Taps
-// whose weight is zero are left out, which changes nothing (inputs and weights are non-negative, so
-// a sum is never -0, and adding +0 keeps it). The speed comes from the arrangement alone:
-//   - the weights are computed once per axis and call, stored contiguously per output index and
-//     broadcast to four lanes in advance;
-//   - the horizontal pass converts each source row it needs to float once (a loop the compiler
-//     vectorises) and computes all channels of an output pixel with four-lane operations: a tap is
-//     one 4-wide multiply and add (lanes past the channels carry the next pixel and are discarded);
-//   - the vertical pass keeps a 32-value block of an output row in registers across all its taps
-//     and rounds to bytes with an inlined round-to-nearest-even instead of a libm call per value;
-//   - only the source rows and columns the taps reach are touched, and the scratch buffers belong
-//     to the calling thread and are reused from call to call.
+// loops "sum = 0; for each tap in increasing input order: sum += weight * input", then rounding
+// half to even: no reassociation, and separate multiplies and adds (the x86-64 baseline the library
+// is built for has no fused multiply-add; a build for an FMA target lets the compiler contract
+// them, which changes last bits). Zero-weight taps may be skipped or added, which changes nothing:
+// inputs and weights are non-negative, so a sum is never -0, and adding +0 keeps it. The speed
+// comes from the arrangement alone:
+//   - the weights are computed once per axis and call, trimmed of zeros at either end, stored
+//     contiguously per output index and broadcast to four lanes in advance;
+//   - the horizontal pass converts a source row to float once (a loop the compiler vectorises)
+//     and computes all channels of an output pixel at once with four-lane operations: one tap is
+//     one 4-wide multiply and add (lanes past the channels carry the next pixel and are discarded).
+//     Every pixel of a call takes the same number of taps, padded with zero weights, so the tap
+//     loop has a fixed length and is unrolled;
+//   - each source row the vertical pass needs is filtered once, into a ring of a few rows that
+//     stays in the first-level cache until the vertical pass has used it;
+//   - the vertical pass keeps a 32-value block of an output row in registers across its taps and
+//     rounds to bytes with cvtps2dq and saturating packs (SSE2) instead of a libm call per value;
+//   - the scratch buffers belong to the calling thread and are reused from call to call.
 // The four-lane type is a GCC/Clang vector (SSE2 on any x86-64, NEON on ARM); other compilers get
 // a plain struct with the same lane-by-lane arithmetic.
 #include "data/resample.h"
@@ -33,6 +38,7 @@
 namespace cnn::data {
 
 namespace {
+// Four floats operated on lane by lane.
 #if defined(__GNUC__)
 using F4 = float __attribute__((vector_size(16)));
 #else
@@ -52,12 +58,16 @@ struct F4 {
 };
 #endif
 
+// Unaligned loads and stores of four consecutive floats.
 F4 load4(const float* p) {
   F4 v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
 void store4(float* p, const F4& v) { std::memcpy(p, &v, sizeof v); }
+
+// Taps per output index at most: 2 ceil(radius) + 1 with the radius below 31 (shrinking < 30x).
+constexpr int kMaxTaps = 64;
 
 struct Taps {
   int stride = 0;              // weights stored per output index (the filter's width)
@@ -87,7 +97,7 @@ Taps make_taps(int in_size, int start, int size, int out) {
     const double center = start + (i + 0.5) * scale;
     const int lo = std::max(static_cast<int>(std::floor(center - radius)), 0);
     const int hi = std::min(static_cast<int>(std::ceil(center + radius)), in_size);  // exclusive
-    double weights[64];
+    double weights[kMaxTaps];
     double total = 0;
     int count = 0;
     for (int j = lo; j < hi && count < t.stride; ++j, ++count) {
@@ -95,7 +105,7 @@ Taps make_taps(int in_size, int start, int size, int out) {
       weights[count] = w;
       total += w;
     }
-    float normalised[64];
+    float normalised[kMaxTaps];
     for (int k = 0; k < count; ++k) normalised[k] = static_cast<float>(total > 0 ? weights[k] / total : 0.0);
     int begin = 0, end = count;
     while (begin < end && normalised[begin] == 0.0f) ++begin;
@@ -129,7 +139,7 @@ void reverse_outputs(Taps& t) {
 
 // nearbyint clamped to 0..255. Adding 1.5 * 2^23 to |v| < 2^22 leaves no bits below the units, so
 // the sum is v rounded in the current rounding mode (to nearest, ties to even, by default) and
-// subtracting again is exact; unlike std::nearbyint this inlines and vectorises on plain x86-64.
+// subtracting again is exact; unlike std::nearbyint (a libm call on x86-64 without SSE4.1) it inlines.
 // (The sums here are weighted means of bytes, far inside that range.)
 uint8_t to_byte(float v) {
   const float rounded = (v + 12582912.0f) - 12582912.0f;
@@ -194,70 +204,54 @@ void horizontal_row_wide(const float* line, const Taps& across, int c, float* ds
   }
 }
 
-// Horizontal pass over source rows [row_lo, row_hi) into `rows` (row r at rows + r * pitch).
-void horizontal_pass(const Image& source, const Taps& across, int row_lo, int row_hi, float* rows, size_t pitch) {
+// The horizontal pass of source row y into dst (out_w * channels floats and the slack). `line` is
+// scratch for the row converted to float, zero past the columns with weight (the padded taps'
+// reach, plus the slack).
+void horizontal_pass(const Image& source, const Taps& across, int y, float* line, float* dst) {
   const int c = source.channels;
   const size_t used = static_cast<size_t>(across.hi - across.lo) * c;
-  const size_t span = static_cast<size_t>(across.reach - across.lo) * c;  // padded taps read up to here
-  thread_local std::vector<float> line_buffer;
-  float* line = scratch(line_buffer, span + kSlack);
-  std::fill(line + used, line + span + kSlack, 0.0f);
-  for (int y = row_lo; y < row_hi; ++y) {
-    const uint8_t* src = source.row(y) + static_cast<size_t>(across.lo) * c;
-    for (size_t j = 0; j < used; ++j) line[j] = src[j];
-    float* dst = rows + static_cast<size_t>(y - row_lo) * pitch;
-    if (c > 4) {
-      horizontal_row_wide(line, across, c, dst);
-      continue;
-    }
-    switch (across.most) {
-      case 1: horizontal_row<1>(line, across, c, dst); break;
-      case 2: horizontal_row<2>(line, across, c, dst); break;
-      case 3: horizontal_row<3>(line, across, c, dst); break;
-      case 4: horizontal_row<4>(line, across, c, dst); break;
-      case 5: horizontal_row<5>(line, across, c, dst); break;
-      case 6: horizontal_row<6>(line, across, c, dst); break;
-      case 7: horizontal_row<7>(line, across, c, dst); break;
-      case 8: horizontal_row<8>(line, across, c, dst); break;
-      default: horizontal_row<0>(line, across, c, dst); break;
-    }
+  const uint8_t* src = source.row(y) + static_cast<size_t>(across.lo) * c;
+  for (size_t j = 0; j < used; ++j) line[j] = src[j];
+  if (c > 4) return horizontal_row_wide(line, across, c, dst);
+  switch (across.most) {
+    case 1: return horizontal_row<1>(line, across, c, dst);
+    case 2: return horizontal_row<2>(line, across, c, dst);
+    case 3: return horizontal_row<3>(line, across, c, dst);
+    case 4: return horizontal_row<4>(line, across, c, dst);
+    case 5: return horizontal_row<5>(line, across, c, dst);
+    case 6: return horizontal_row<6>(line, across, c, dst);
+    case 7: return horizontal_row<7>(line, across, c, dst);
+    case 8: return horizontal_row<8>(line, across, c, dst);
+    default: return horizontal_row<0>(line, across, c, dst);
   }
 }
 
-// `lanes` consecutive values (1 to 4 * V) of one output row: the weighted sum over the taps of the
-// horizontal pass's rows (`base`, `pitch` floats apart), rounded to bytes. V four-lane accumulators
-// stay in registers across the taps.
+// `lanes` consecutive values (1 to 4 * V) of one output row from offset i of its taps' rows of the
+// horizontal result, rounded to bytes. V four-lane accumulators stay in registers across the taps.
 template <int V>
-void vertical_block(const float* base, size_t pitch, const float* w, int taps, uint8_t* dst, int lanes) {
+void vertical_block(const float* const* rows, size_t i, const float* w, int taps, uint8_t* dst, int lanes) {
   F4 sum[V];
   for (int v = 0; v < V; ++v) sum[v] = F4{0, 0, 0, 0};
   for (int k = 0; k < taps; ++k) {
     const F4 wk = load4(w + 4 * k);
-    const float* src = base + static_cast<size_t>(k) * pitch;
+    const float* src = rows[k] + i;
     for (int v = 0; v < V; ++v) sum[v] += wk * load4(src + 4 * v);
   }
   if (V % 4 == 0 && lanes == 4 * V) {
     for (int v = 0; v < V; v += 4) store_bytes16(sum + v, dst + 4 * v);
   } else {
-    for (int i = 0; i < lanes; ++i) dst[i] = to_byte(sum[i / 4][i % 4]);
+    for (int l = 0; l < lanes; ++l) dst[l] = to_byte(sum[l / 4][l % 4]);
   }
 }
 
-// Vertical pass: output row y from its taps' rows of the horizontal result (the rows' padding up to
-// a multiple of four holds finite values, so whole vectors may be read).
-void vertical_pass(const float* rows, size_t pitch, int row_lo, const Taps& down, Image& out) {
+// The vertical pass of one output row of `elems` values from its taps' rows (whose padding up to a
+// multiple of four holds finite values, so whole vectors may be read).
+void vertical_pass(const float* const* rows, const float* w, int taps, uint8_t* dst, int elems) {
   constexpr int kVectors = 8;
-  const int row_elems = out.width * out.channels;
-  for (int y = 0; y < out.height; ++y) {
-    const float* w = down.weights_of(y);
-    const int taps = down.count[static_cast<size_t>(y)];
-    const float* base = rows + static_cast<size_t>(down.first[static_cast<size_t>(y)] - row_lo) * pitch;
-    uint8_t* dst = out.row(y);
-    int i = 0;
-    for (; i + 4 * kVectors <= row_elems; i += 4 * kVectors)
-      vertical_block<kVectors>(base + i, pitch, w, taps, dst + i, 4 * kVectors);
-    for (; i < row_elems; i += 4) vertical_block<1>(base + i, pitch, w, taps, dst + i, std::min(4, row_elems - i));
-  }
+  int i = 0;
+  for (; i + 4 * kVectors <= elems; i += 4 * kVectors)
+    vertical_block<kVectors>(rows, static_cast<size_t>(i), w, taps, dst + i, 4 * kVectors);
+  for (; i < elems; i += 4) vertical_block<1>(rows, static_cast<size_t>(i), w, taps, dst + i, std::min(4, elems - i));
 }
 }  // namespace
 
@@ -273,14 +267,37 @@ Image resample(const Image& source, const Box& box, int out_h, int out_w, bool m
   Taps across = make_taps(source.width, box.left, box.width, out_w);
   if (mirror) reverse_outputs(across);
   const Taps down = make_taps(source.height, box.top, box.height, out_h);
-  // Rows padded to a multiple of four floats with room for the last pixel's four-lane store.
-  const size_t row_elems = static_cast<size_t>(out_w) * source.channels;
-  const size_t pitch = (row_elems + kSlack + 3) / 4 * 4;
-  thread_local std::vector<float> rows_buffer;
-  float* rows = scratch(rows_buffer, static_cast<size_t>(down.hi - down.lo) * pitch);
-  horizontal_pass(source, across, down.lo, down.hi, rows, pitch);
-  Image out(out_h, out_w, source.channels);
-  vertical_pass(rows, pitch, down.lo, down, out);
+  const int c = source.channels;
+  thread_local std::vector<float> line_buffer, ring_buffer;
+  const size_t used = static_cast<size_t>(across.hi - across.lo) * c;
+  const size_t span = static_cast<size_t>(across.reach - across.lo) * c + kSlack;
+  float* line = scratch(line_buffer, span);
+  std::fill(line + used, line + span, 0.0f);
+  // Horizontal results are kept in a ring of down.most rows, padded to a multiple of four floats
+  // with room for the last pixel's four-lane store. An output row's taps are a window of at most
+  // that many consecutive source rows, and the windows only move down, so every source row is
+  // filtered once, just before the vertical pass reads it from the first-level cache.
+  const int elems = out_w * c;
+  const size_t pitch = (static_cast<size_t>(elems) + kSlack + 3) / 4 * 4;
+  const int ring = std::max(down.most, 1);
+  float* rows = scratch(ring_buffer, static_cast<size_t>(ring) * pitch);
+  int held[kMaxTaps];  // the source row in each slot of the ring
+  std::fill_n(held, ring, -1);
+  const float* tap_rows[kMaxTaps];
+  Image out(out_h, out_w, c);
+  for (int y = 0; y < out_h; ++y) {
+    const int first = down.first[static_cast<size_t>(y)], taps = down.count[static_cast<size_t>(y)];
+    for (int k = 0; k < taps; ++k) {
+      const int r = first + k, slot = r % ring;
+      float* row = rows + static_cast<size_t>(slot) * pitch;
+      if (held[slot] != r) {
+        horizontal_pass(source, across, r, line, row);
+        held[slot] = r;
+      }
+      tap_rows[k] = row;
+    }
+    vertical_pass(tap_rows, down.weights_of(y), taps, out.row(y), elems);
+  }
   return out;
 }
 

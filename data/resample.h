@@ -2,8 +2,10 @@
 // output pixel is a weighted mean of the input pixels under a triangle filter centred on it, whose
 // radius is one output pixel measured in input pixels when shrinking (so every input pixel
 // contributes, no aliasing) and one input pixel when enlarging (plain bilinear interpolation).
-// Separable: a horizontal pass into a float buffer over the rows the vertical pass needs, then a
-// vertical pass rounding to 8 bits.
+// Separable: a horizontal pass in float over the source rows the vertical pass needs (each one
+// once), then a vertical pass in float rounding to 8 bits (half to even). Each value is the plain
+// sum of weight * input over its taps in input order, so the bits do not depend on how the loops
+// are vectorised (resample.cpp says how they are made fast).
 #pragma once
 #include "data/image.h"
 

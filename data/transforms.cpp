@@ -30,9 +30,12 @@ void check_size(int h, int w, const char* what) {
 }  // namespace
 
 // ---- RandomResizedCrop ----
-RandomResizedCrop::RandomResizedCrop(int height, int width, std::array<double, 2> scale, std::array<double, 2> ratio)
-    : height_(height), width_(width), scale_(scale), ratio_(ratio) {
+RandomResizedCrop::RandomResizedCrop(int height, int width, std::array<double, 2> scale, std::array<double, 2> ratio,
+                                     double flip_probability)
+    : height_(height), width_(width), scale_(scale), ratio_(ratio), flip_probability_(flip_probability) {
   check_size(height, width, "RandomResizedCrop");
+  CNN_CHECK(flip_probability >= 0 && flip_probability <= 1, "RandomResizedCrop: flip probability ", flip_probability,
+            " is outside [0, 1]");
   CNN_CHECK(scale[0] > 0 && scale[0] <= scale[1] && scale[1] <= 1, "RandomResizedCrop: scale (", scale[0], ", ",
             scale[1], ") must satisfy 0 < low <= high <= 1");
   CNN_CHECK(ratio[0] > 0 && ratio[0] <= ratio[1], "RandomResizedCrop: ratio (", ratio[0], ", ", ratio[1],
@@ -65,7 +68,9 @@ int RandomResizedCrop::decode_min_side() const {
 }
 
 Image RandomResizedCrop::apply(Image image, SampleRng& rng) const {
-  return resample(image, sample_box(image.height, image.width, rng), height_, width_);
+  const Box box = sample_box(image.height, image.width, rng);
+  const bool mirror = flip_probability_ > 0 && rng.bernoulli(flip_probability_);  // RandomHorizontalFlip's draw
+  return resample(image, box, height_, width_, mirror);
 }
 
 // ---- Resize ----
@@ -254,8 +259,9 @@ Pipeline::Pipeline(std::vector<TransformPtr> transforms, int height, int width, 
 }
 
 Pipeline Pipeline::train(int size, int channels, Normalize normalize) {
-  return Pipeline({std::make_shared<RandomResizedCrop>(size, size), std::make_shared<RandomHorizontalFlip>()}, size,
-                  size, channels, std::move(normalize));
+  return Pipeline({std::make_shared<RandomResizedCrop>(size, size, std::array<double, 2>{0.08, 1.0},
+                                                      std::array<double, 2>{3.0 / 4.0, 4.0 / 3.0}, 0.5)},
+                  size, size, channels, std::move(normalize));
 }
 
 Pipeline Pipeline::eval(int resize, int crop, int channels, Normalize normalize) {

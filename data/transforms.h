@@ -38,12 +38,15 @@ using TransformPtr = std::shared_ptr<const Transform>;
 // A random box covering a fraction of the area drawn from `scale` and an aspect ratio (width /
 // height) drawn log-uniformly from `ratio`, resized to height x width. Up to 10 tries, then the
 // whole image centre-cropped to the nearest allowed ratio, exactly as torchvision samples it.
+// With a flip_probability, the crop is then mirrored with that probability in the same resampling
+// pass: bit for bit RandomResizedCrop followed by RandomHorizontalFlip (the same draws, in the same
+// order), without the second pass over the image.
 class RandomResizedCrop : public Transform {
  public:
   RandomResizedCrop(int height, int width, std::array<double, 2> scale = {0.08, 1.0},
-                    std::array<double, 2> ratio = {3.0 / 4.0, 4.0 / 3.0});
+                    std::array<double, 2> ratio = {3.0 / 4.0, 4.0 / 3.0}, double flip_probability = 0.0);
   Image apply(Image image, SampleRng& rng) const override;
-  std::string name() const override { return "RandomResizedCrop"; }
+  std::string name() const override { return flip_probability_ > 0 ? "RandomResizedCrop+HorizontalFlip" : "RandomResizedCrop"; }
   // Even the smallest crop (scale[0] of the area) keeps full resolution.
   int decode_min_side() const override;
   Box sample_box(int image_h, int image_w, SampleRng& rng) const;
@@ -51,6 +54,7 @@ class RandomResizedCrop : public Transform {
  private:
   int height_, width_;
   std::array<double, 2> scale_, ratio_;
+  double flip_probability_;
 };
 
 // Resizes so that the shorter side is `shorter` (the longer one scaled to match, truncated).

@@ -107,17 +107,19 @@ data::Pipeline train_pipeline(const Config& c, int channels) {
   const int size = static_cast<int>(c.integer("data.image_size"));
   const bool on_device = c.boolean("augment.on_gpu");
   std::vector<data::TransformPtr> t;
-  if (c.boolean("augment.random_resized_crop")) {
+  const double flip = on_device ? 0.0 : c.real("augment.hflip");
+  const bool crop_resized = c.boolean("augment.random_resized_crop");
+  if (crop_resized) {  // the flip, if any, in the same resampling pass
     t.push_back(std::make_shared<data::RandomResizedCrop>(size, size, std::array<double, 2>{c.real("augment.scale_min"), 1.0},
-                                                          std::array<double, 2>{c.real("augment.ratio_min"), c.real("augment.ratio_max")}));
+                                                          std::array<double, 2>{c.real("augment.ratio_min"), c.real("augment.ratio_max")},
+                                                          flip));
   } else {
     t.push_back(std::make_shared<data::Resize>(size));
     t.push_back(std::make_shared<data::CenterCrop>(size, size));
     const int padding = static_cast<int>(c.integer("augment.crop_padding"));
     if (padding > 0 && !on_device) t.push_back(std::make_shared<data::RandomCrop>(size, size, padding));
   }
-  if (c.real("augment.hflip") > 0 && !on_device)
-    t.push_back(std::make_shared<data::RandomHorizontalFlip>(c.real("augment.hflip")));
+  if (flip > 0 && !crop_resized) t.push_back(std::make_shared<data::RandomHorizontalFlip>(flip));
   const float jitter = static_cast<float>(c.real("augment.color_jitter"));
   if (jitter > 0) t.push_back(std::make_shared<data::ColorJitter>(jitter, jitter, jitter, 0.0f));
   const int randaugment_ops = static_cast<int>(c.integer("augment.randaugment_ops"));

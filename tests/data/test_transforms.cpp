@@ -231,3 +231,21 @@ TEST_CASE("the batch crop kernel's CPU reference draws what RandomCrop + RandomH
     CHECK(std::memcmp(expected.data(), kernel_out.data() + s * expected.size(), expected.size() * sizeof(float)) == 0);
   }
 }
+
+TEST_CASE("RandomResizedCrop with a flip probability equals RandomResizedCrop then RandomHorizontalFlip, bit for bit") {
+  const RandomResizedCrop separate(24, 20, {0.2, 1.0}, {0.75, 4.0 / 3.0});
+  const RandomHorizontalFlip flip(0.5);
+  const RandomResizedCrop fused(24, 20, {0.2, 1.0}, {0.75, 4.0 / 3.0}, 0.5);
+  int mirrored = 0;
+  for (uint64_t sample = 0; sample < 40; ++sample) {
+    const Image image = pattern_image(37, 53, 3, static_cast<int>(sample));
+    SampleRng a(7, 1, sample), b(7, 1, sample), c(7, 1, sample);
+    const Image expected = flip.apply(separate.apply(image, a), a);
+    const Image got = fused.apply(image, b);
+    CHECK(got.pixels == expected.pixels);
+    mirrored += separate.apply(image, c).pixels != expected.pixels;
+    CHECK(a.uniform() == b.uniform());  // the same draws were consumed
+  }
+  CHECK(mirrored > 5);  // both branches were exercised
+  CHECK(mirrored < 35);
+}

@@ -58,6 +58,11 @@ note "bench_conv (resnet50, batch 32, f32): rc $? (table in bench_conv.log)"
 timeout 90 ./build-gpu/bench/bench_checkpointing --device cuda --model resnet50 --batch 64 \
   --json "$logs/bench_checkpointing.json" >"$logs/bench_checkpointing.log" 2>&1
 note "bench_checkpointing (resnet50, batch 64): $(tail -1 "$logs/bench_checkpointing.log")"
+for dtype in f32 f16; do
+  timeout 120 ./build-gpu/bench/bench_model --device cuda --model resnet50 --batch 128 --dtype $dtype --repeats 5 \
+    --json "$logs/bench_model_resnet50_$dtype.json" >"$logs/bench_model_$dtype.log" 2>&1
+  note "bench_model: $(tail -1 "$logs/bench_model_$dtype.log")"
+done
 note "total: $(( $(date +%s) - start )) s"
 cat "$summary"
 [ $gpu_rc -eq 0 ]

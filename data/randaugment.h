@@ -12,15 +12,17 @@
 //   Posterize            bits kept      8 - round(bin / 7.5)             (8 .. 4)
 //   Solarize             threshold      linspace(255, 0, 31)
 //
-// The linspaces are evaluated in float32 as torch.linspace does. The ops follow torchvision's
-// tensor functionals:
+// The linspaces are evaluated in float32 as torch.linspace's CPU kernel does (each value one fused
+// multiply-add, so bin 20 of 0..0.9 is 0.59999996, not 0.6). The ops follow torchvision's tensor
+// functionals:
 //   - geometric ops warp with nearest-neighbour sampling and fill 0 (grid_sample, align_corners
 //     false): output pixel centre (x, y) reads the source pixel nearest (round half to even) to
 //     M^-1 (x, y), where M is torchvision's affine matrix about the image centre for translate and
 //     rotate, and about the top-left corner for the shears (torchvision passes center=[0, 0] there,
 //     as the original AutoAugment does): ShearX reads x + s (y + 0.5), ShearY y + s (x + 0.5).
-//     The grid is computed in double (torchvision: float32), so a source coordinate within ~1e-5
-//     of a half-pixel may round the other way;
+//     The grid is computed in float32 step for step as torchvision computes it, which decides the
+//     source coordinates that are exactly half a pixel (Rotate 30 reads 1.5 rows up at x = 0 of
+//     a 7-wide image's middle row, ShearX 1 reads x + y + 0.5 everywhere);
 //   - Brightness, Color (saturation), Contrast and Sharpness blend the image with black, its
 //     grayscale (0.2989 R + 0.587 G + 0.114 B, truncated to 8 bits), the mean of that grayscale,
 //     or the image smoothed by [[1,1,1],[1,5,1],[1,1,1]] / 13 (rounded; the border rows and
@@ -28,8 +30,9 @@
 //     exactly as torchvision's _blend (so even a blend of a pixel with itself can lose one level
 //     at some factors). Color is the identity on 1 channel, Sharpness on images under 3x3;
 //   - Posterize keeps the top `bits` bits; Solarize inverts (255 - x) pixels >= the threshold;
-//   - AutoContrast maps each channel's [min, max] to [0, 255] (float32, truncated; constant
-//     channels unchanged);
+//   - AutoContrast maps each channel's [min, max] to [0, 255]: (x - min) (255 (1 / (max - min))),
+//     float32, truncated, constant channels unchanged (the scale rounded twice, as torchvision's
+//     255 / tensor computes it, so max - min = 61 sends the maximum to 254);
 //   - Equalize is per-channel histogram equalisation as PIL and torchvision do it: step = (pixel
 //     count - count of the last occupied level) / 255, floored; lut[0] = 0 and lut[i] =
 //     (cdf[i - 1] + step / 2) / step (integer division, at most 255); a channel with step 0 is
@@ -97,7 +100,8 @@ class RandAugment : public Transform {
   static Image rotate(const Image& image, double degrees);     // counter-clockwise about the centre
   // Nearest-neighbour warp: output pixel (x, y) reads the source pixel nearest (half to even) to
   // (a X + b Y + c + (w-1)/2, d X + e Y + f + (h-1)/2), where X = x - (w-1)/2, Y = y - (h-1)/2
-  // and inverse = {a, b, c, d, e, f}; 0 where that is outside the image.
+  // and inverse = {a, b, c, d, e, f}; 0 where that is outside the image. Evaluated in float32 as
+  // torchvision's affine grid and grid_sample evaluate it.
   static Image warp_nearest(const Image& image, const std::array<double, 6>& inverse);
   static Image brightness(Image image, double factor);
   static Image color(Image image, double factor);

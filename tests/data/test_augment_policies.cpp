@@ -97,6 +97,14 @@ TEST_CASE("RandAugment: torchvision's op names, signs and magnitude bins") {
   CHECK(RA::magnitude(AugmentOp::translate_x, 30, 224, 224) == doctest::Approx(101.5106).epsilon(1e-6));
   CHECK(RA::magnitude(AugmentOp::brightness, 30, 8, 8) == static_cast<double>(0.9f));
   CHECK(RA::magnitude(AugmentOp::sharpness, 15, 8, 8) == doctest::Approx(0.45).epsilon(1e-6));
+  // torch.linspace's CPU kernel computes each value as one fused multiply-add: bin 20 of 0..0.9 is
+  // 0.9 - 0.03 * 10 rounded once, 0.59999996 (the float below 0.6f), not 0.6f; and it matters:
+  // Brightness at factor 1.59999996 takes 5 to 7.9999998, truncated to 7 (at 1.6f it would be 8).
+  const float below_0_6 = std::nextafter(0.6f, 0.0f);
+  for (AugmentOp op : {AugmentOp::brightness, AugmentOp::color, AugmentOp::contrast, AugmentOp::sharpness})
+    CHECK(RA::magnitude(op, 20, 8, 8) == static_cast<double>(below_0_6));
+  const AugmentStep bright_20{AugmentOp::brightness, RA::magnitude(AugmentOp::brightness, 20, 1, 4)};
+  CHECK(RA::apply_op(from_rows(1, 4, 1, {5, 10, 100, 255}), bright_20).pixels == std::vector<uint8_t>{7, 15, 159, 255});
   CHECK(RA::magnitude(AugmentOp::solarize, 0, 8, 8) == 255.0);
   CHECK(RA::magnitude(AugmentOp::solarize, 1, 8, 8) == 246.5);
   CHECK(RA::magnitude(AugmentOp::solarize, 30, 8, 8) == 0.0);
@@ -176,6 +184,31 @@ TEST_CASE("RandAugment rotate: counter-clockwise about the centre, nearest, fill
   // -30 degrees mirrors it: (0, 2) reads column 1.
   CHECK(RA::rotate(in, -30).at(0, 2, 0) == in.at(0, 1, 0));
   CHECK(max_abs_diff(RA::apply_op(in, {AugmentOp::rotate, 30.0}), r) == 0);
+}
+
+TEST_CASE("RandAugment warps round exact half pixels the way torchvision's float32 grid does") {
+  // Pixel values 1.. in row-major order, so a value names the source pixel it came from.
+  const auto numbered = [](int h, int w) {
+    Image image(h, w, 1);
+    for (size_t i = 0; i < image.pixels.size(); ++i) image.pixels[i] = static_cast<uint8_t>(i + 1);
+    return image;
+  };
+  // Rotate 30 (bin 30) on 5x7: output (2, 0) is X = -3, Y = 0 about the centre, whose source row is
+  // 2 + sin(30) (-3) = 0.5 exactly. torchvision's float32 grid lands on 0.49999994 and reads row 0
+  // (a grid in double lands on 0.5000000000000002 and reads row 1). -30 mirrors it at (2, 6).
+  const Image in = numbered(5, 7);
+  CHECK(RA::rotate(in, 30).pixels == std::vector<uint8_t>{0, 0,  4,  5,  13, 14, 0,   //
+                                                          2, 3,  11, 12, 19, 20, 28,  //
+                                                          1, 9,  17, 18, 19, 27, 35,  //
+                                                          8, 16, 17, 24, 25, 33, 34,  //
+                                                          0, 22, 23, 31, 32, 0,  0});
+  CHECK(RA::rotate(in, -30).at(2, 6, 0) == 7);
+  CHECK(RA::apply_op(in, {AugmentOp::rotate, -30.0}).at(2, 6, 0) == 7);
+  // ShearX 1 on 3x3 reads x + y + 0.5: every source column is a half. Output (0, 1) reads 1.5; in
+  // float32 theta[0][1] = 1 / 1.5 = 0.6666667 (rounded up), g = -0.6666667 + 1 = 0.3333333 and
+  // (g + 1) 1.5 - 0.5 = 1.4999999: column 1, where rounding 1.5 half to even would give column 2.
+  const Image small = numbered(3, 3);
+  CHECK(RA::shear_x(small, 1.0).pixels == std::vector<uint8_t>{1, 2, 3, 5, 6, 0, 9, 0, 0});
 }
 
 TEST_CASE("RandAugment at magnitude 0: the geometric ops are the identity") {
@@ -276,6 +309,12 @@ TEST_CASE("RandAugment AutoContrast stretches each channel's min..max to 0..255"
   const Image full = from_rows(1, 3, 1, {0, 99, 255});
   CHECK(RA::autocontrast(full).pixels == full.pixels);
   CHECK(RA::apply_op(in, {AugmentOp::autocontrast, 0}).pixels == RA::autocontrast(in).pixels);
+  // torchvision's scale 255 / (max - min) is the float32 reciprocal times 255, rounded twice: for a
+  // range of 61 it is 4.1803274 (one step under 255 / 61 = 4.180328) and 61 of it is 254.99997,
+  // truncated to 254; for a range of 7 it is 36.428574 and 7 of it 255.00002 (255 / 7 alone would
+  // give 36.42857 and 254.99998). Middle values: 30 x 4.1803274 = 125.4 and 1 x 36.428574.
+  CHECK(RA::autocontrast(from_rows(1, 3, 1, {10, 40, 71})).pixels == std::vector<uint8_t>{0, 125, 254});
+  CHECK(RA::autocontrast(from_rows(1, 3, 1, {3, 4, 10})).pixels == std::vector<uint8_t>{0, 36, 255});
 }
 
 TEST_CASE("RandAugment Equalize: PIL's per-channel histogram equalisation on known histograms") {

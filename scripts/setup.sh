@@ -5,7 +5,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-packages="build-essential cmake ccache doctest-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist python3
+packages="build-essential cmake ccache doctest-dev libopenblas-dev libopenblas-openmp-dev zlib1g-dev dataset-fashion-mnist python3
   libhdf5-dev libturbojpeg0-dev libstb-dev libinih-dev libcli11-dev nlohmann-json3-dev pkg-config"
 missing=""
 for p in $packages; do

@@ -4,7 +4,9 @@
 // samples' outputs are consecutive rows in NHWC, so a chunk is one GEMM). Chunks hold as many
 // samples as fit a 32 MiB column buffer, so small images make few large GEMMs. Backward data is
 // the transposed GEMM followed by col2im (accumulating); backward filter accumulates dY^T col.
-// Depthwise-style convolutions (one input channel per group) use direct loops instead.
+// Depthwise-style convolutions (one input channel per group) use direct loops instead. A 1x1
+// convolution with stride 1 and no padding needs no im2col at all: in NHWC its input already is the
+// column matrix [N*H*W, C] (a group's columns at a row stride of C), so each pass is one GEMM.
 // f16/bf16 are widened to float, computed, and rounded back.
 #include <algorithm>
 #include <atomic>
@@ -146,9 +148,19 @@ void for_each_chunk(const ConvGeometry& g, Body body) {
     for (int64_t group = 0; group < g.groups; ++group) body(n0, std::min(chunk, g.n - n0), group, col.get());
 }
 
+bool is_pointwise(const ConvGeometry& g) {
+  return g.kh == 1 && g.kw == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
+}
+
 template <class T>
 void gemm_forward(const ConvGeometry& g, const T* x, const T* w, T* y) {
   const int64_t og = g.group_out(), k = g.kh * g.kw * g.group_in(), pixels = g.oh * g.ow;
+  if (is_pointwise(g)) {  // y[:, group] = x[:, group] w_group^T
+    for (int64_t group = 0; group < g.groups; ++group)
+      gemm(dtype_for<T>(), GemmShape{false, true, g.n * pixels, og, k, g.c, k, g.o}, 1.0, x + group * k,
+           w + group * og * k, 0.0, y + group * og);
+    return;
+  }
   for_each_chunk<T>(g, [&](int64_t n0, int64_t count, int64_t group, T* col) {
     for (int64_t i = 0; i < count; ++i) im2col(g, x, n0 + i, group, col + i * pixels * k);
     GemmShape s{false, true, count * pixels, og, k, k, k, g.o};
@@ -159,6 +171,12 @@ void gemm_forward(const ConvGeometry& g, const T* x, const T* w, T* y) {
 template <class T>
 void gemm_backward_data(const ConvGeometry& g, const T* dy, const T* w, T* dx) {
   const int64_t og = g.group_out(), k = g.kh * g.kw * g.group_in(), pixels = g.oh * g.ow;
+  if (is_pointwise(g)) {  // dx[:, group] = dy[:, group] w_group (every column written, so no fill)
+    for (int64_t group = 0; group < g.groups; ++group)
+      gemm(dtype_for<T>(), GemmShape{false, false, g.n * pixels, k, og, g.o, k, g.c}, 1.0, dy + group * og,
+           w + group * og * k, 0.0, dx + group * k);
+    return;
+  }
   std::fill(dx, dx + g.n * g.h * g.w * g.c, T(0));
   for_each_chunk<T>(g, [&](int64_t n0, int64_t count, int64_t group, T* col) {
     GemmShape s{false, false, count * pixels, k, og, g.o, k, k};
@@ -171,6 +189,12 @@ void gemm_backward_data(const ConvGeometry& g, const T* dy, const T* w, T* dx) {
 template <class T>
 void gemm_backward_filter(const ConvGeometry& g, const T* x, const T* dy, T* dw) {
   const int64_t og = g.group_out(), k = g.kh * g.kw * g.group_in(), pixels = g.oh * g.ow;
+  if (is_pointwise(g)) {  // dw_group = dy[:, group]^T x[:, group]
+    for (int64_t group = 0; group < g.groups; ++group)
+      gemm(dtype_for<T>(), GemmShape{true, false, og, k, g.n * pixels, g.o, g.c, k}, 1.0, dy + group * og,
+           x + group * k, 0.0, dw + group * og * k);
+    return;
+  }
   for_each_chunk<T>(g, [&](int64_t n0, int64_t count, int64_t group, T* col) {
     for (int64_t i = 0; i < count; ++i) im2col(g, x, n0 + i, group, col + i * pixels * k);
     GemmShape s{true, false, og, k, count * pixels, g.o, k, k};

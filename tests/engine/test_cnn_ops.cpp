@@ -1,6 +1,7 @@
 // Forward semantics of the CNN ops against hand-computed values and PyTorch's rules.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/cnn.h"
@@ -21,6 +22,27 @@ TEST_CASE("conv2d computes a hand-checked 2x2 correlation with bias") {
   CHECK(conv2d(Tensor::zeros({2, 224, 224, 3}), Tensor::zeros({8, 7, 7, 3}), Tensor(), {2, 2, 3, 3, 1, 1, 1}).shape() ==
         Shape{2, 112, 112, 8});
   CHECK(conv2d(x, w, Tensor(), o).shape() == Shape{1, 2, 2, 1});
+}
+
+TEST_CASE("a 1x1 convolution is a matrix product per group, with and without groups") {
+  const Tensor x = Tensor::uniform({2, 3, 4, 6}, -1, 1, 31), w = Tensor::uniform({4, 1, 1, 3}, -1, 1, 32);
+  const Tensor rows = x.reshape({24, 6});
+  // Two groups: output channels 0-1 read input channels 0-2, channels 2-3 read 3-5.
+  const std::vector<double> y = conv2d(x, w, Tensor(), {1, 1, 0, 0, 1, 1, 2}).to_doubles();
+  const std::vector<double> in = rows.to_doubles(), wv = w.to_doubles();
+  double worst = 0;
+  for (int64_t p = 0; p < 24; ++p)
+    for (int64_t o = 0; o < 4; ++o) {
+      double expected = 0;
+      for (int64_t c = 0; c < 3; ++c) expected += in[static_cast<size_t>(p * 6 + (o / 2) * 3 + c)] * wv[static_cast<size_t>(o * 3 + c)];
+      worst = std::max(worst, std::abs(y[static_cast<size_t>(p * 4 + o)] - expected));
+    }
+  CHECK(worst < 1e-5);
+  const Tensor w1 = Tensor::uniform({5, 1, 1, 6}, -1, 1, 33);
+  const std::vector<double> got = conv2d(x, w1).to_doubles();
+  const std::vector<double> product = matmul(rows, transpose_last2(w1.reshape({1, 5, 6})).reshape({6, 5})).to_doubles();
+  REQUIRE(got.size() == product.size());  // [2, 3, 4, 5] in NHWC is [24, 5] row-major
+  for (size_t i = 0; i < got.size(); ++i) CHECK(std::abs(got[i] - product[i]) < 1e-5);
 }
 
 TEST_CASE("conv2d refuses mismatched weights with advice") {

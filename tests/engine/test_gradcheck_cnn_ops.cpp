@@ -35,6 +35,8 @@ TEST_CASE("gradcheck conv2d: stride, padding, dilation, groups, depthwise") {
       {"depthwise", {2, 5, 5, 3}, {3, 3, 3, 1}, {1, 1, 1, 1, 1, 1, 3}, true},
       {"depthwise stride 2, multiplier 2", {1, 6, 6, 2}, {4, 3, 3, 1}, {2, 2, 1, 1, 1, 1, 2}, false},
       {"1x1", {2, 3, 3, 4}, {5, 1, 1, 4}, {}, true},
+      {"1x1 two groups", {2, 3, 3, 4}, {6, 1, 1, 2}, {1, 1, 0, 0, 1, 1, 2}, false},
+      {"1x1 stride 2", {1, 5, 5, 3}, {2, 1, 1, 3}, {2, 2, 0, 0, 1, 1, 1}, true},
   };
   uint64_t seed = 200;
   for (const ConvCase& c : cases) {

@@ -79,51 +79,91 @@ void col2im_add(const ConvGeometry& g, const T* col, int64_t n, int64_t group, T
 }
 
 // ---- depthwise: one input channel per group, output channel o reads input channel o / multiplier ----
+// The weights are first transposed to [KH, KW, O], so that for each output pixel and tap the loop
+// over channels reads the input, the weights and the output contiguously (and vectorises) in NHWC.
+
+template <class T>
+std::vector<T> taps_by_channel(const ConvGeometry& g, const T* w) {  // [O, KH, KW] -> [KH, KW, O]
+  std::vector<T> wt(static_cast<size_t>(g.kh * g.kw * g.o));
+  for (int64_t o = 0; o < g.o; ++o)
+    for (int64_t t = 0; t < g.kh * g.kw; ++t) wt[static_cast<size_t>(t * g.o + o)] = w[o * g.kh * g.kw + t];
+  return wt;
+}
+
+// body(input pixel offset, tap index) for every tap of output pixel (oy, ox) inside the image.
+template <class Body>
+inline void for_each_tap(const ConvGeometry& g, int64_t n, int64_t oy, int64_t ox, Body body) {
+  for (int64_t ky = 0; ky < g.kh; ++ky) {
+    const int64_t iy = input_index(oy, ky, g.stride_h, g.pad_h, g.dilation_h, g.h);
+    if (iy < 0) continue;
+    for (int64_t kx = 0; kx < g.kw; ++kx) {
+      const int64_t ix = input_index(ox, kx, g.stride_w, g.pad_w, g.dilation_w, g.w);
+      if (ix >= 0) body(((n * g.h + iy) * g.w + ix) * g.c, ky * g.kw + kx);
+    }
+  }
+}
 
 template <class T>
 void depthwise_forward(const ConvGeometry& g, const T* x, const T* w, T* y) {
   const int64_t mult = g.o / g.c;
+  const std::vector<T> wt = taps_by_channel(g, w);
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t n = 0; n < g.n; ++n)
     for (int64_t oy = 0; oy < g.oh; ++oy)
-      for (int64_t ox = 0; ox < g.ow; ++ox)
-        for (int64_t o = 0; o < g.o; ++o) {
-          T acc = 0;
-          for (int64_t ky = 0; ky < g.kh; ++ky) {
-            const int64_t iy = input_index(oy, ky, g.stride_h, g.pad_h, g.dilation_h, g.h);
-            if (iy < 0) continue;
-            for (int64_t kx = 0; kx < g.kw; ++kx) {
-              const int64_t ix = input_index(ox, kx, g.stride_w, g.pad_w, g.dilation_w, g.w);
-              if (ix < 0) continue;
-              acc += x[((n * g.h + iy) * g.w + ix) * g.c + o / mult] * w[(o * g.kh + ky) * g.kw + kx];
-            }
-          }
-          y[((n * g.oh + oy) * g.ow + ox) * g.o + o] = acc;
-        }
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        T* out = y + ((n * g.oh + oy) * g.ow + ox) * g.o;
+        std::fill(out, out + g.o, T(0));
+        for_each_tap(g, n, oy, ox, [&](int64_t in_offset, int64_t tap) {
+          const T* in = x + in_offset;
+          const T* wk = wt.data() + tap * g.o;
+          if (mult == 1)
+            for (int64_t o = 0; o < g.o; ++o) out[o] += in[o] * wk[o];
+          else
+            for (int64_t o = 0; o < g.o; ++o) out[o] += in[o / mult] * wk[o];
+        });
+      }
 }
 
+// dx: samples in parallel (each writes its own); dw: one partial per sample, summed in sample order
+// afterwards, so the result does not depend on the thread count.
 template <class T>
 void depthwise_backward(const ConvGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw) {
-  const int64_t mult = g.o / g.c;
+  const int64_t mult = g.o / g.c, taps = g.kh * g.kw;
+  const std::vector<T> wt = w ? taps_by_channel(g, w) : std::vector<T>();
+  std::vector<T> partial(dw ? static_cast<size_t>(g.n * taps * g.o) : 0, T(0));
   if (dx) std::fill(dx, dx + g.n * g.h * g.w * g.c, T(0));
-  if (dw) std::fill(dw, dw + g.o * g.kh * g.kw, T(0));
-  for (int64_t n = 0; n < g.n; ++n)
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < g.n; ++n) {
+    T* dw_n = dw ? partial.data() + n * taps * g.o : nullptr;
     for (int64_t oy = 0; oy < g.oh; ++oy)
-      for (int64_t ox = 0; ox < g.ow; ++ox)
-        for (int64_t o = 0; o < g.o; ++o) {
-          const T grad = dy[((n * g.oh + oy) * g.ow + ox) * g.o + o];
-          for (int64_t ky = 0; ky < g.kh; ++ky) {
-            const int64_t iy = input_index(oy, ky, g.stride_h, g.pad_h, g.dilation_h, g.h);
-            if (iy < 0) continue;
-            for (int64_t kx = 0; kx < g.kw; ++kx) {
-              const int64_t ix = input_index(ox, kx, g.stride_w, g.pad_w, g.dilation_w, g.w);
-              if (ix < 0) continue;
-              const int64_t xi = ((n * g.h + iy) * g.w + ix) * g.c + o / mult, wi = (o * g.kh + ky) * g.kw + kx;
-              if (dx) dx[xi] += grad * w[wi];
-              if (dw) dw[wi] += grad * x[xi];
-            }
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        const T* grad = dy + ((n * g.oh + oy) * g.ow + ox) * g.o;
+        for_each_tap(g, n, oy, ox, [&](int64_t in_offset, int64_t tap) {
+          if (dx) {
+            T* d = dx + in_offset;
+            const T* wk = wt.data() + tap * g.o;
+            if (mult == 1)
+              for (int64_t o = 0; o < g.o; ++o) d[o] += grad[o] * wk[o];
+            else
+              for (int64_t o = 0; o < g.o; ++o) d[o / mult] += grad[o] * wk[o];
           }
-        }
+          if (dw_n) {
+            const T* in = x + in_offset;
+            T* acc = dw_n + tap * g.o;
+            if (mult == 1)
+              for (int64_t o = 0; o < g.o; ++o) acc[o] += grad[o] * in[o];
+            else
+              for (int64_t o = 0; o < g.o; ++o) acc[o] += grad[o] * in[o / mult];
+          }
+        });
+      }
+  }
+  if (!dw) return;
+  std::vector<T> total(static_cast<size_t>(taps * g.o), T(0));
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t i = 0; i < taps * g.o; ++i) total[static_cast<size_t>(i)] += partial[static_cast<size_t>(n * taps * g.o + i)];
+  for (int64_t o = 0; o < g.o; ++o)  // back to [O, KH, KW]
+    for (int64_t t = 0; t < taps; ++t) dw[o * taps + t] = total[static_cast<size_t>(t * g.o + o)];
 }
 
 // ---- im2col + GEMM path ----

@@ -168,17 +168,25 @@ Loader::Buffers Loader::acquire_buffers() {
   const int64_t b = options_.batch_size;
   const Shape image_shape{b, pipeline_.height(), pipeline_.width(), pipeline_.channels()};
   {
-    std::lock_guard<std::mutex> lock(pool_mutex_);
+    // A free slot (nothing but the pool refers to its storage; batches handed out are views of it)
+    // whose last upload has finished; else any free slot, whose upload is then waited for outside
+    // the lock (handing out the views claims the slot).
+    std::unique_lock<std::mutex> lock(pool_mutex_);
+    Buffers* chosen = nullptr;
     for (Buffers& buffers : pool_) {
-      // Free when nothing but the pool refers to the storage (batches handed out are views of it).
-      if (buffers.images.impl()->storage.use_count() == 1 && buffers.labels.impl()->storage.use_count() == 1) {
-        std::atomic_thread_fence(std::memory_order_acquire);
-        // The batch that last used the slot is gone, but its upload may still be reading it.
-        if (*buffers.last_upload) (*buffers.last_upload)->synchronize();
-        buffers.last_upload->reset();
-        // Hand out views so the pool's own handles keep a count of one.
-        return {buffers.images.slice(0, b), buffers.labels.slice(0, b), buffers.last_upload};
-      }
+      if (buffers.images.impl()->storage.use_count() != 1 || buffers.labels.impl()->storage.use_count() != 1) continue;
+      std::atomic_thread_fence(std::memory_order_acquire);  // after the last view's release: its writes are visible
+      const bool finished = !*buffers.last_upload || (*buffers.last_upload)->done();
+      if (chosen == nullptr || finished) chosen = &buffers;
+      if (finished) break;
+    }
+    if (chosen != nullptr) {
+      Buffers taken{chosen->images.slice(0, b), chosen->labels.slice(0, b), chosen->last_upload};
+      const std::shared_ptr<cuda::Event> pending = *taken.last_upload;
+      taken.last_upload->reset();
+      lock.unlock();
+      if (pending) pending->synchronize();  // the copy that last read this slot
+      return taken;
     }
   }
   Buffers fresh{Tensor::empty(image_shape, options_.dtype, Device::cpu(), pinned_),

@@ -9,9 +9,12 @@
 //
 // Ordering: the device memory comes from the caching allocator's pool of the compute stream, where it
 // may just have been freed by kernels still queued there; the copy stream therefore first waits for
-// the compute stream's work enqueued so far. The host tensors stay referenced by the Upload until
-// its copy has completed (finished() or wait_host()), so a pinned buffer is never reused under a
-// copy in flight. Without CUDA (or for a CPU target) upload_async is a plain copy.
+// the compute stream's work enqueued so far. An upload dropped without make_compute_wait() (a batch
+// abandoned when an epoch restarts) still makes the compute stream wait before its device blocks
+// return to the pool, so the copy can never write into memory reused there. Its host tensors stay
+// referenced until the copy has completed, even past the Upload's life (they are then released by a
+// later upload_async), so pinned memory is never freed or reused under a copy in flight. Without
+// CUDA (or for a CPU target) upload_async is a plain copy.
 #pragma once
 #include <memory>
 #include <vector>
@@ -53,13 +56,13 @@ struct Upload {
   bool finished() const;
   // The event marking the copy's completion (null when the copy was synchronous), for owners of the
   // host buffers that outlive this Upload.
-  std::shared_ptr<cuda::Event> completion() const { return copied_; }
+  std::shared_ptr<cuda::Event> completion() const;
+
+  struct InFlight;  // the copy's event, host and device tensors; see async_copy.cpp
 
  private:
   friend Upload upload_async(const std::vector<Tensor>& host, Device device);
-  std::vector<Tensor> host_;              // kept alive until the copy has completed
-  std::shared_ptr<cuda::Event> copied_;  // null when the copy was synchronous
-  Device device_;
+  std::shared_ptr<InFlight> in_flight_;  // null when the copy was synchronous
 };
 
 // Copies each host tensor (contiguous; pinned for a truly asynchronous copy) to `device`.

@@ -31,7 +31,7 @@ void check(cudaError_t err, const char* what) {
 }
 
 struct DeviceState {
-  void* stream = nullptr;  // nullptr: the legacy default stream
+  std::atomic<void*> stream{nullptr};  // nullptr: the legacy default stream; read by loader threads too
   cublasHandle_t cublas = nullptr;
   std::map<void*, void*> cublas_workspaces;  // by stream
   cudnnHandle_t cudnn = nullptr;
@@ -42,7 +42,7 @@ struct Context {
   std::mutex mutex;
   int count = -1;
   std::string unavailable_reason;
-  std::vector<DeviceState> devices;
+  std::unique_ptr<DeviceState[]> devices;  // count of them (not a vector: the atomic stream cannot move)
 
   Context() {
     int n = 0;
@@ -55,7 +55,7 @@ struct Context {
       count = n;
       if (n == 0) unavailable_reason = "no CUDA device found";
     }
-    devices.resize(static_cast<size_t>(count));
+    devices = std::make_unique<DeviceState[]>(static_cast<size_t>(count));
   }
 };
 
@@ -125,8 +125,9 @@ Workspace cublas_workspace(int device) {
   // The allocator takes the block from the current stream's pool: it is only ever used there.
   void* block = cuda_allocator(device).allocate(kBytes);
   std::lock_guard<std::mutex> lock(context().mutex);
-  s.cublas_workspaces.emplace(stream, block);
-  return {block, kBytes};
+  const auto [it, inserted] = s.cublas_workspaces.emplace(stream, block);
+  if (!inserted) cuda_allocator(device).deallocate(block, kBytes);  // another thread was first
+  return {it->second, kBytes};
 }
 
 void* cudnn_handle(int device) {

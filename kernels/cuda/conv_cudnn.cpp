@@ -4,7 +4,9 @@
 // cores, as PyTorch allows for convolutions by default).
 // Algorithm choice per (geometry, dtype, direction, policy) is cached: cuDNN's heuristic ranking by
 // default, or measured with cudnnFind* when benchmark mode is on; in deterministic mode the first
-// entry of the ranking that cuDNN marks CUDNN_DETERMINISTIC. Uses cuDNN's v7-style API, which
+// entry of the ranking that cuDNN marks CUDNN_DETERMINISTIC. Each entry of a ranking is an
+// (algorithm, math type) pair, and the convolution runs under the math type of the chosen entry (the
+// descriptor's initial one only steers the search). Uses cuDNN's v7-style API, which
 // cuDNN 9 still ships (deprecated); a later move to the graph API changes only this file.
 #include <cudnn.h>
 
@@ -70,8 +72,11 @@ struct Descriptors {
   Descriptors& operator=(const Descriptors&) = delete;
 };
 
+// An entry of cuDNN's ranking: the algorithm with the math type it was ranked (or timed) under; its
+// workspace size and determinism hold for that pair, so the convolution runs with both.
 struct Choice {
   int algorithm = 0;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
   size_t workspace = 0;
   const char* name = "";
 };
@@ -106,7 +111,7 @@ template <class Perf>
 Choice first_usable(const Perf* perf, int count, bool deterministic, const char* (*name)(int), const char* what) {
   for (int i = 0; i < count; ++i)
     if (perf[i].status == CUDNN_STATUS_SUCCESS && (!deterministic || perf[i].determinism == CUDNN_DETERMINISTIC))
-      return Choice{static_cast<int>(perf[i].algo), perf[i].memory, name(static_cast<int>(perf[i].algo))};
+      return Choice{static_cast<int>(perf[i].algo), perf[i].mathType, perf[i].memory, name(static_cast<int>(perf[i].algo))};
   throw std::runtime_error(std::string("cuDNN found no usable ") + (deterministic ? "deterministic " : "") + what +
                            " algorithm for this convolution");
 }
@@ -174,6 +179,7 @@ void conv2d_forward(DType dt, const ConvGeometry& g, const void* x, const void* 
   auto handle = static_cast<cudnnHandle_t>(cudnn_handle);
   const Choice c = choose(ConvDirection::forward, dt, g, policy, handle);
   Descriptors desc(dt, g);
+  check(cudnnSetConvolutionMathType(desc.conv, c.math), "cudnnSetConvolutionMathType");
   const Scalars s;
   check(cudnnSetStream(handle, static_cast<cudaStream_t>(stream)), "cudnnSetStream");
   check(cudnnConvolutionForward(handle, s.alpha(dt), desc.x, x, desc.w, weight, desc.conv,
@@ -187,6 +193,7 @@ void conv2d_backward_data(DType dt, const ConvGeometry& g, const void* dy, const
   auto handle = static_cast<cudnnHandle_t>(cudnn_handle);
   const Choice c = choose(ConvDirection::backward_data, dt, g, policy, handle);
   Descriptors desc(dt, g);
+  check(cudnnSetConvolutionMathType(desc.conv, c.math), "cudnnSetConvolutionMathType");
   const Scalars s;
   check(cudnnSetStream(handle, static_cast<cudaStream_t>(stream)), "cudnnSetStream");
   check(cudnnConvolutionBackwardData(handle, s.alpha(dt), desc.w, weight, desc.y, dy, desc.conv,
@@ -200,6 +207,7 @@ void conv2d_backward_filter(DType dt, const ConvGeometry& g, const void* x, cons
   auto handle = static_cast<cudnnHandle_t>(cudnn_handle);
   const Choice c = choose(ConvDirection::backward_filter, dt, g, policy, handle);
   Descriptors desc(dt, g);
+  check(cudnnSetConvolutionMathType(desc.conv, c.math), "cudnnSetConvolutionMathType");
   const Scalars s;
   check(cudnnSetStream(handle, static_cast<cudaStream_t>(stream)), "cudnnSetStream");
   check(cudnnConvolutionBackwardFilter(handle, s.alpha(dt), desc.x, x, desc.y, dy, desc.conv,

@@ -4,6 +4,7 @@
 // alpha/beta); f32 uses plain float math (no TF32, matching PyTorch's default); f64 uses double.
 #include <cublas_v2.h>
 
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -38,6 +39,10 @@ void gemm(DType dt, const GemmShape& s, double alpha, const void* a, const void*
   const cublasOperation_t op_a = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cudaDataType_t type = cuda_type(dt);
+  for (const int64_t extent : {s.m, s.n, s.k, s.lda, s.ldb, s.ldc})
+    if (extent > std::numeric_limits<int>::max())
+      throw std::runtime_error("gemm: a matrix extent of " + std::to_string(extent) +
+                               " exceeds cuBLAS's 32-bit sizes; split the product into smaller ones");
   const int m = static_cast<int>(s.m), n = static_cast<int>(s.n), k = static_cast<int>(s.k);
   if (dt == DType::f64) {
     const double al = alpha, be = beta;

@@ -390,6 +390,14 @@ TrainSummary run_training(const Config& c, const TrainRunOptions& options) {
     save_checkpoint(path, s);
   };
 
+  // An fp32/bf16 loss that is not finite stops the run with the last good checkpoint in place (the
+  // mean loss is checked at logged steps, before every checkpoint, and at the end of each epoch).
+  // With fp16 the loss scaler skips overflowing steps instead.
+  auto stop_unless_finite = [&](double mean_loss, int64_t epoch) {
+    CNN_CHECK(std::isfinite(mean_loss) || fp16, "the training loss became ", mean_loss, " at step ", step, " (epoch ",
+              epoch + 1, "); training stopped. The last good checkpoint is ", last_checkpoint_path(run_dir).string(),
+              "; lower the learning rate or enable gradient clipping");
+  };
   std::unique_ptr<MetricsJsonl> metrics;
   if (c.boolean("log.jsonl")) metrics = std::make_unique<MetricsJsonl>(run_dir / "metrics.jsonl");
   std::unique_ptr<EventWriter> events;
@@ -486,9 +494,7 @@ TrainSummary run_training(const Config& c, const TrainRunOptions& options) {
           last_loss_read = Clock::now();
         }
         const double mean_loss = shown_loss;
-        CNN_CHECK(std::isfinite(mean_loss) || fp16, "the training loss became ", mean_loss, " at step ", step,
-                  " (epoch ", epoch, "); training stopped. The last good checkpoint is ",
-                  last_checkpoint_path(run_dir).string(), "; lower the learning rate or enable gradient clipping");
+        stop_unless_finite(mean_loss, epoch);
         const data::EpochStats ls = train_loader.stats();
         const double elapsed = seconds_since(epoch_start);
         std::vector<std::pair<std::string, double>> numbers = {
@@ -504,7 +510,10 @@ TrainSummary run_training(const Config& c, const TrainRunOptions& options) {
         }
       }
       const int64_t every_steps = c.integer("checkpoint.every_steps");
-      if (every_steps > 0 && step % every_steps == 0) save_state(last_checkpoint_path(run_dir), epoch);
+      if (every_steps > 0 && step % every_steps == 0) {
+        stop_unless_finite(loss_sum.item() / static_cast<double>(micro), epoch);  // never checkpoint NaN weights
+        save_state(last_checkpoint_path(run_dir), epoch);
+      }
       if (max_steps > 0 && step >= max_steps) {
         stop = true;
         break;
@@ -518,6 +527,7 @@ TrainSummary run_training(const Config& c, const TrainRunOptions& options) {
     compute_total += ls.compute_seconds;
     images_total += epoch_images;
     const double train_loss = micro ? loss_sum.item() / static_cast<double>(micro) : 0.0;
+    stop_unless_finite(train_loss, epoch);  // before this epoch's checkpoint could replace the last good one
     std::ostringstream line;
     line << std::fixed << std::setprecision(4) << "epoch " << epoch + 1 << "/" << epochs << ": train loss " << train_loss
          << std::setprecision(1) << ", " << epoch_images / std::max(epoch_seconds, 1e-9) << " img/s, data wait "

@@ -13,6 +13,7 @@
 #include "engine/cuda_context.h"
 #include "engine/error.h"
 #include "engine/io/safetensors.h"
+#include "train/checkpoint.h"
 #include "train/config/config.h"
 #include "train/trainer.h"
 
@@ -172,6 +173,24 @@ TEST_CASE("trainer: RandAugment and random erasing train and replay exactly on r
   run.opts.record_step_losses = true;
   const TrainSummary plain = run_training(Config::parse(run.text, "test.ini", {"run.name=plain"}), run.opts);
   CHECK(plain.step_losses != runs.full.step_losses);  // the augmentations did change the batches
+}
+
+TEST_CASE("trainer: a loss that is no longer finite stops the run and keeps the last good checkpoint") {
+  SmallRun run("diverge", 256, 64, 1, 2);
+  const TrainSummary good = run_training(Config::parse(run.text, "test.ini", {"train.epochs=1"}), run.opts);
+  const std::filesystem::path last = good.run_dir / "last.h5";
+  REQUIRE(std::filesystem::exists(last));
+  // Resumed for a second epoch at an absurd learning rate, the weights blow up within the epoch;
+  // logging only every 100 steps, it is the end-of-epoch check that must catch it.
+  TrainRunOptions resume = run.opts;
+  resume.resume = good.run_dir.string();
+  CHECK_THROWS_WITH_AS(
+      run_training(Config::parse(run.text, "test.ini", {"train.epochs=2", "optim.lr=100", "log.every_steps=100"}), resume),
+      doctest::Contains("the training loss became"), Error);
+  const TrainingState kept = load_checkpoint(last);
+  CHECK(kept.epoch == 1);
+  for (const auto& [name, tensor] : kept.params)
+    for (double v : tensor.to_doubles()) REQUIRE_MESSAGE(std::isfinite(v), name);
 }
 
 TEST_CASE("trainer: accumulating 2 batches of 16 matches batches of 32 on a model without batch norm") {

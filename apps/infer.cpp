@@ -63,6 +63,10 @@ int main(int argc, char** argv) {
       options.weights_models.push_back(weights);
     } else {
       CNN_CHECK(weights_path.empty(), "--weights ", weights_path, " needs --model (and --classes or --class-names)");
+      // A checkpoint brings its own preprocessing and classes: options for weights files would be ignored.
+      for (const char* option : {"--classes", "--class-names", "--in-channels", "--image-size", "--crop-pct", "--mean", "--std"})
+        CNN_CHECK(app.count(option) == 0, option, " describes a weights file given with --model; a checkpoint brings ",
+                  "its own (from its config); leave ", option, " out");
       CNN_CHECK(checkpoint.empty() || std::filesystem::path(checkpoint).extension() != ".safetensors", "--checkpoint ",
                 checkpoint, " is a weights file; name its model with --model and its classes with --classes");
       if (!checkpoint.empty()) options.checkpoints.push_back(checkpoint);

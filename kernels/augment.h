@@ -22,7 +22,9 @@
 namespace cnn {
 
 // What a random draw is for: one Philox key word per use, so uses never share numbers.
-enum class RngPurpose : uint32_t { augment = 1, shuffle = 2, mix = 3 };
+// batch_crop: the batched crop and flip of crop_flip_normalize, keyed by the sample's place in the
+// epoch, so that they never reuse the numbers the per-image transforms drew for the same index.
+enum class RngPurpose : uint32_t { augment = 1, shuffle = 2, mix = 3, batch_crop = 4 };
 
 // A sequence of uniform numbers for one sample of one epoch: Philox4x32-10 keyed by the seed and
 // purpose, counter (sample, epoch << 24 | block). Each block gives two doubles.

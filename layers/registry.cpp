@@ -34,7 +34,7 @@ void check_accepts(const std::string& model, const ModelOptions& options, Accept
     throw Error("model " + model + ": " + setting + " is not available for this architecture (" + why +
                 "); leave it unset");
   };
-  if (options.dropout && !accepts.dropout) refuse("dropout", "it has no dropout layer");
+  if (options.dropout && *options.dropout > 0 && !accepts.dropout) refuse("dropout", "it has no dropout layer");
   if (options.drop_path && *options.drop_path > 0 && !accepts.drop_path) refuse("drop_path", "it has no residual blocks");
   if (options.zero_init_residual && !accepts.zero_init_residual)
     refuse("zero_init_residual", "it has no residual blocks ending in BatchNorm");

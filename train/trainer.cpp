@@ -79,6 +79,9 @@ void refuse_contradictions(const Config& c) {
   CNN_CHECK(!(c.boolean("augment.on_gpu") && c.real("augment.random_erasing") > 0), c.origin("augment.random_erasing"),
             ": augment.random_erasing works on normalised images, which with augment.on_gpu = true only exist on the ",
             "device; set on_gpu = false to use random erasing");
+  CNN_CHECK(!(c.boolean("augment.random_resized_crop") && c.integer("augment.crop_padding") > 0),
+            c.origin("augment.crop_padding"), ": augment.crop_padding applies to the plain random crop; with ",
+            "random_resized_crop = true it would be ignored: set one of them back");
 }
 
 ModelOptions model_options(const Config& c) {
@@ -375,6 +378,11 @@ TrainSummary run_training(const Config& c, const TrainRunOptions& options) {
   }
   const bool best_is_loss = c.text("checkpoint.best_metric") == "val_loss";
   auto save_state = [&](const std::filesystem::path& path, int64_t epochs_done) {
+    // A finite loss does not prove finite weights (a backward pass can overflow): never replace a
+    // good checkpoint with broken weights.
+    CNN_CHECK(unscale_and_measure(model->parameters(), 1.0).finite(), "the weights hold inf/nan after step ", step,
+              "; training stopped. The last good checkpoint is ", last_checkpoint_path(run_dir).string(),
+              "; lower the learning rate or enable gradient clipping");
     TrainingState s;
     s.params = as_named(model->named_parameters());
     s.buffers = as_named(model->named_buffers());
@@ -424,9 +432,11 @@ TrainSummary run_training(const Config& c, const TrainRunOptions& options) {
   for (int64_t epoch = start_epoch; epoch < epochs && !stop; ++epoch) {
     const int64_t unfreeze = c.integer("optim.unfreeze_epoch");
     if (!frozen.empty() && unfreeze >= 0 && epoch >= unfreeze) optimizer->set_frozen(frozen, false);
-    model->reseed(derive_seed(seed, static_cast<uint64_t>(epoch)));  // a resumed run draws what this epoch would have
-    const int64_t first_batch = step * accumulate - epoch * batches_per_epoch;
+    // Batches used so far in this epoch (not 0 when resuming from a mid-epoch checkpoint). An epoch
+    // makes steps_per_epoch optimizer steps of `accumulate` batches each.
+    const int64_t first_batch = (step - epoch * steps_per_epoch) * accumulate;
     train_loader.start_epoch(epoch, std::max<int64_t>(0, first_batch));
+    optimizer->zero_grad();  // micro-batches left over at the end of the last epoch never stepped
     const auto epoch_start = Clock::now();
     int64_t epoch_images = 0, micro = 0, batch_index = std::max<int64_t>(0, first_batch);
     Tensor loss_sum = Tensor::zeros({}, DType::f32, device);
@@ -436,6 +446,8 @@ TrainSummary run_training(const Config& c, const TrainRunOptions& options) {
       const int64_t batch_size = batch->size();
       ++batch_index;
       if (batch_size == 0) continue;
+      // Dropout and drop-path masks keyed by (epoch, batch): a resumed run draws what this batch would have.
+      model->reseed(derive_seed(derive_seed(seed, static_cast<uint64_t>(epoch)), static_cast<uint64_t>(batch_index)));
       Tensor x = batch->images.to(device);
       if (augment_on_device) x = batch_crop_flip(x, epoch, (batch_index - 1) * lo.batch_size);
       const Tensor labels = batch->labels.to(device);
@@ -468,7 +480,9 @@ TrainSummary run_training(const Config& c, const TrainRunOptions& options) {
         do_step = scaler.update(stats);
         if (do_step && clip > 0) coefficient = clip_coefficient(stats.norm, clip);
       } else if (clip > 0) {
-        coefficient = clip_coefficient(unscale_and_measure(grads, 1.0).norm, clip);
+        const GradientStats stats = unscale_and_measure(grads, 1.0);
+        if (!stats.finite()) stop_unless_finite(std::nan(""), epoch);  // clipping would spread the nan to all
+        coefficient = clip_coefficient(stats.norm, clip);
       }
       if (do_step) {
         optimizer->step(schedule.lr(step), coefficient);
@@ -560,8 +574,10 @@ TrainSummary run_training(const Config& c, const TrainRunOptions& options) {
     for (const auto& [k, v] : m) scalar("epoch/" + k, v);
     if (events) events->flush();
     const int64_t every = c.integer("checkpoint.every_epochs");
-    if ((every > 0 && (epoch + 1) % every == 0) || epoch + 1 == epochs || stop) save_state(last_checkpoint_path(run_dir), epoch + 1);
-    if (improved && c.boolean("checkpoint.save_best")) save_state(best_checkpoint_path(run_dir), epoch + 1);
+    // A max_steps stop inside the epoch leaves it unfinished: a resume continues it from `step`.
+    const int64_t epochs_done = stop && batch_index < batches_per_epoch ? epoch : epoch + 1;
+    if ((every > 0 && (epoch + 1) % every == 0) || epoch + 1 == epochs || stop) save_state(last_checkpoint_path(run_dir), epochs_done);
+    if (improved && c.boolean("checkpoint.save_best")) save_state(best_checkpoint_path(run_dir), epochs_done);
     summary.epochs_run = epoch + 1 - start_epoch;
   }
 

@@ -17,7 +17,7 @@ void crop_flip_normalize_typed(const uint8_t* in, int64_t n, const CropFlipParam
   const int64_t out_sample = static_cast<int64_t>(p.out_h) * p.out_w * p.channels;
 #pragma omp parallel for schedule(static)
   for (int64_t s = 0; s < n; ++s) {
-    SampleRng rng(p.seed, p.epoch, p.first_sample + static_cast<uint64_t>(s));
+    SampleRng rng(p.seed, p.epoch, p.first_sample + static_cast<uint64_t>(s), RngPurpose::batch_crop);
     const CropWindow w = draw_crop_window(p, rng);
     const uint8_t* sample = in + s * in_sample;
     T* dst = out + s * out_sample;

@@ -23,7 +23,7 @@ __global__ void crop_flip_normalize_kernel(const uint8_t* in, CropFlipParams p, 
   __shared__ CropWindow window;
   const int64_t s = blockIdx.y;
   if (threadIdx.x == 0) {
-    SampleRng rng(p.seed, p.epoch, p.first_sample + static_cast<uint64_t>(s));
+    SampleRng rng(p.seed, p.epoch, p.first_sample + static_cast<uint64_t>(s), RngPurpose::batch_crop);
     window = draw_crop_window(p, rng);
   }
   __syncthreads();

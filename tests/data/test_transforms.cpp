@@ -209,7 +209,7 @@ TEST_CASE("Pipeline: same (seed, epoch, sample), same bits; the output size is e
                                                                           "20x26x3 image") != std::string::npos);
 }
 
-TEST_CASE("the batch crop kernel's CPU reference draws what RandomCrop + RandomHorizontalFlip draw") {
+TEST_CASE("the batch crop kernel's CPU reference is RandomCrop + RandomHorizontalFlip on its own random stream") {
   const int n = 5, h = 12, w = 10, c = 3;
   std::vector<uint8_t> batch;
   for (int s = 0; s < n; ++s) {
@@ -222,12 +222,14 @@ TEST_CASE("the batch crop kernel's CPU reference draws what RandomCrop + RandomH
   const Normalize norm = Normalize::imagenet();
   std::vector<float> kernel_out(static_cast<size_t>(n) * 8 * 8 * c);
   kernels::cpu::crop_flip_normalize(batch.data(), n, p, norm.params(c), DType::f32, kernel_out.data());
-  const Pipeline pipeline({std::make_shared<RandomCrop>(8, 8, 2), std::make_shared<RandomHorizontalFlip>(0.5)}, 8, 8, c,
-                          norm);
+  const RandomCrop crop(8, 8, 2);
+  const RandomHorizontalFlip flip(0.5);
   for (int s = 0; s < n; ++s) {
-    const Image out = pipeline.run(pattern_image(h, w, c, s * 31), 42, 3, 100 + s, "x");
+    // The kernel's draws come from the batch_crop stream, never the one the per-image transforms use.
+    SampleRng rng(42, 3, 100 + static_cast<uint64_t>(s), RngPurpose::batch_crop);
+    const Image out = flip.apply(crop.apply(pattern_image(h, w, c, s * 31), rng), rng);
     std::vector<float> expected(out.pixels.size());
-    write_sample(out, pipeline.normalize(), DType::f32, expected.data());
+    write_sample(out, norm.params(c), DType::f32, expected.data());
     CHECK(std::memcmp(expected.data(), kernel_out.data() + s * expected.size(), expected.size() * sizeof(float)) == 0);
   }
 }

@@ -132,4 +132,5 @@ TEST_CASE("model options: settings an architecture has no place for are refused 
   CHECK_THROWS_WITH_AS(make_model_shapes_only("resnet50", 10, 3, {.dropout = 1.0}),
                        doctest::Contains("dropout must lie in [0, 1)"), Error);
   CHECK_NOTHROW(make_model_shapes_only("vgg16_bn", 10, 3, {.drop_path = 0.0}));  // zero is no stochastic depth
+  CHECK_NOTHROW(make_model_shapes_only("mlp", 10, 1, {.dropout = 0.0}));          // and no dropout
 }

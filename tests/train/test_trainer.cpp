@@ -102,18 +102,19 @@ struct SmallRun {
 };
 }  // namespace
 
-// Trains two epochs without a break, and again stopped after epoch 1 (same config: the schedule
-// still spans two epochs) and resumed from its folder; checks that the per-step losses and the final
+// Trains two epochs without a break, and again stopped after `stop_at_step` optimizer steps (by
+// default the end of epoch 1; same config: the schedule still spans two epochs) and resumed from its folder; checks that the per-step losses and the final
 // validation are equal bit for bit. Returns the uninterrupted run, the interrupted one and its resumption.
 struct ResumeRuns {
   TrainSummary full, first, second;
 };
-ResumeRuns check_resume_reproduces(const std::string& text, TrainRunOptions opts, std::vector<std::string> overrides) {
+ResumeRuns check_resume_reproduces(const std::string& text, TrainRunOptions opts, std::vector<std::string> overrides,
+                                   int64_t stop_at_step = 8) {
   opts.record_step_losses = true;
   const TrainSummary full = run_training(Config::parse(text, "test.ini", overrides), opts);
   overrides.push_back("run.name=interrupted");
   std::vector<std::string> stopped = overrides;
-  stopped.push_back("train.max_steps=8");
+  stopped.push_back("train.max_steps=" + std::to_string(stop_at_step));
   const TrainSummary first = run_training(Config::parse(text, "test.ini", stopped), opts);
   TrainRunOptions resume = opts;
   resume.resume = first.run_dir.string();
@@ -177,20 +178,36 @@ TEST_CASE("trainer: RandAugment and random erasing train and replay exactly on r
 
 TEST_CASE("trainer: a loss that is no longer finite stops the run and keeps the last good checkpoint") {
   SmallRun run("diverge", 256, 64, 1, 2);
-  const TrainSummary good = run_training(Config::parse(run.text, "test.ini", {"train.epochs=1"}), run.opts);
+  const TrainSummary good = run_training(Config::parse(run.text, "test.ini", {"model.name=mlp", "data.batch_size=8", "train.epochs=1"}),
+                                         run.opts);
   const std::filesystem::path last = good.run_dir / "last.h5";
   REQUIRE(std::filesystem::exists(last));
-  // Resumed for a second epoch at an absurd learning rate, the weights blow up within the epoch;
-  // logging only every 100 steps, it is the end-of-epoch check that must catch it.
+  // Resumed for a second epoch at an absurd learning rate and weight decay, the MLP's weights grow
+  // about 99x per step until they overflow within the epoch (32 steps); logging only every 1000
+  // steps, it is the end-of-epoch check that must catch it.
   TrainRunOptions resume = run.opts;
   resume.resume = good.run_dir.string();
   CHECK_THROWS_WITH_AS(
-      run_training(Config::parse(run.text, "test.ini", {"train.epochs=2", "optim.lr=100", "log.every_steps=100"}), resume),
+      run_training(Config::parse(run.text, "test.ini",
+                                 {"model.name=mlp", "data.batch_size=8", "train.epochs=2", "optim.lr=100",
+                                  "optim.weight_decay=1", "log.every_steps=1000"}),
+                   resume),
       doctest::Contains("the training loss became"), Error);
   const TrainingState kept = load_checkpoint(last);
   CHECK(kept.epoch == 1);
   for (const auto& [name, tensor] : kept.params)
     for (double v : tensor.to_doubles()) REQUIRE_MESSAGE(std::isfinite(v), name);
+}
+
+TEST_CASE("trainer: a run stopped inside an epoch resumes there, with accumulation and dropout") {
+  SmallRun run("mid_epoch", 256, 64, 1, 2);
+  // 8 batches per epoch in steps of 3: 2 steps per epoch, 2 batches left over each epoch. Stopped
+  // after step 3, the run is inside epoch 2 (its first 3 batches done); compact_cnn has dropout 0.3.
+  const ResumeRuns runs = check_resume_reproduces(run.text, run.opts, {"train.accumulate=3"}, 3);
+  CHECK(runs.full.steps == 4);
+  CHECK(runs.first.steps == 3);
+  CHECK(runs.first.step_losses.size() == 11);  // epoch 1's 8 batches, then 3 of epoch 2
+  CHECK(runs.second.step_losses.size() == 5);  // the rest of epoch 2
 }
 
 TEST_CASE("trainer: accumulating 2 batches of 16 matches batches of 32 on a model without batch norm") {

@@ -5,8 +5,9 @@
 # and prints a short summary. Logs go to $OUT
 # when it is set (else build-gpu/logs). Meant to finish in well under 8 minutes on one H200.
 #
-# Packages: the build needs doctest-dev, libopenblas-dev and zlib1g-dev. On a machine without
-# network access, put their .deb files in .debs/ and they are unpacked into / first.
+# Packages: the build needs doctest-dev, libopenblas-dev and zlib1g-dev (libopenblas-openmp-dev is
+# preferred for the CPU backend; without it CMake warns and uses the default OpenBLAS). On a machine
+# without network access, put their .deb files in .debs/ and they are unpacked into / first.
 set -u
 cd "$(dirname "$0")/.."
 start=$(date +%s)

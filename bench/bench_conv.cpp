@@ -21,10 +21,12 @@
 #include <vector>
 
 #include "engine/cnn.h"
+#include "median_time.h"
 #include "kernels/conv.h"
 #include "kernels/gemm.h"
 
 using namespace cnn;
+using cnn::bench::median_seconds;
 using kernels::ConvGeometry;
 
 namespace {
@@ -124,21 +126,6 @@ ConvGeometry geometry(const ConvShape& s, int64_t batch) {
   g.oh = (s.h + 2 * s.pad - s.dilation * (s.kh - 1) - 1) / s.stride + 1;
   g.ow = (s.w + 2 * s.pad - s.dilation * (s.kw - 1) - 1) / s.stride + 1;
   return g;
-}
-
-// Median seconds per call of fn over `repeats` samples after `warmup` calls; `sync` waits for the device.
-double median_seconds(const std::function<void()>& fn, const std::function<void()>& sync, int warmup, int repeats) {
-  for (int i = 0; i < warmup; ++i) fn();
-  sync();
-  std::vector<double> samples;
-  for (int i = 0; i < repeats; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    fn();
-    sync();
-    samples.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(samples.begin(), samples.end());
-  return samples[samples.size() / 2];
 }
 
 struct Options {

@@ -14,26 +14,10 @@
 
 #include "engine/cnn.h"
 #include "layers/registry.h"
+#include "median_time.h"
 
 using namespace cnn;
-
-namespace {
-// Median seconds of `repeats` calls of f after `warmup` calls; `sync` waits for the device.
-template <class F, class S>
-double median_seconds(F&& f, S&& sync, int warmup, int repeats) {
-  for (int i = 0; i < warmup; ++i) f();
-  sync();
-  std::vector<double> times;
-  for (int i = 0; i < repeats; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    f();
-    sync();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-}  // namespace
+using cnn::bench::median_seconds;
 
 int main(int argc, char** argv) {
   CLI::App app{"Times a model's forward pass and training step."};

@@ -1,9 +1,8 @@
 // Host-to-device uploads on a copy stream, ordered against the compute stream with events (see
-// async_copy.h).
+// async_copy.h); the CUDA runtime calls themselves are the CUDA context's (cuda_context.h).
 #include "engine/async_copy.h"
 
 #include <atomic>
-#include <map>
 #include <mutex>
 #include <string>
 
@@ -11,9 +10,6 @@
 #include "engine/cuda_context.h"
 #include "engine/error.h"
 
-#if CNN_WITH_CUDA
-#include <cuda_runtime.h>
-#endif
 
 namespace cnn {
 
@@ -56,52 +52,6 @@ DeferredRelease& deferred_release() {
 }
 
 #if CNN_WITH_CUDA
-namespace cuda {
-namespace {
-void check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) throw Error(std::string("CUDA ") + what + " failed: " + cudaGetErrorString(err));
-}
-}  // namespace
-
-Event::Event(int device) : device_(device) {
-  set_device(device);
-  cudaEvent_t e = nullptr;
-  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-  event_ = e;
-}
-Event::~Event() {
-  if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
-}
-void Event::record(void* stream) {
-  set_device(device_);
-  check(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream)), "cudaEventRecord");
-}
-void Event::make_wait(void* stream) {
-  set_device(device_);
-  check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event_), 0), "cudaStreamWaitEvent");
-}
-void Event::synchronize() { check(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "cudaEventSynchronize"); }
-bool Event::done() {
-  const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event_));
-  if (status == cudaErrorNotReady) return false;
-  check(status, "cudaEventQuery");
-  return true;
-}
-
-void* copy_stream(int device) {
-  static std::mutex mutex;
-  static std::map<int, cudaStream_t> streams;  // one per device for the life of the process
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = streams.find(device);
-  if (it != streams.end()) return it->second;
-  set_device(device);
-  cudaStream_t s = nullptr;
-  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-  streams.emplace(device, s);
-  return s;
-}
-}  // namespace cuda
-
 Upload upload_async(const std::vector<Tensor>& host, Device device) {
   Upload up;
   if (!device.is_cuda()) {
@@ -125,12 +75,15 @@ Upload upload_async(const std::vector<Tensor>& host, Device device) {
   compute_so_far.make_wait(copies);
   try {
     for (size_t i = 0; i < host.size(); ++i)
-      cuda::check(cudaMemcpyAsync(flight->device_tensors[i].data(), host[i].data(), host[i].nbytes(),
-                                  cudaMemcpyHostToDevice, static_cast<cudaStream_t>(copies)),
-                  "cudaMemcpyAsync (upload)");
+      cuda::copy_to_device_async(flight->device_tensors[i].data(), host[i].data(), host[i].nbytes(), copies);
     flight->copied->record(copies);
   } catch (...) {
-    cudaStreamSynchronize(static_cast<cudaStream_t>(copies));  // nothing may still read or write
+    try {  // nothing may still read or write these buffers once they are released
+      cuda::Event drained(index);
+      drained.record(copies);
+      drained.synchronize();
+    } catch (...) {
+    }
     flight->copied.reset();
     throw;
   }
@@ -139,19 +92,6 @@ Upload upload_async(const std::vector<Tensor>& host, Device device) {
   return up;
 }
 #else
-namespace cuda {
-Event::Event(int device) : device_(device) { require_device(device); }
-Event::~Event() = default;
-void Event::record(void*) { require_device(device_); }
-void Event::make_wait(void*) { require_device(device_); }
-void Event::synchronize() { require_device(device_); }
-bool Event::done() { return true; }
-void* copy_stream(int device) {
-  require_device(device);
-  return nullptr;
-}
-}  // namespace cuda
-
 Upload upload_async(const std::vector<Tensor>& host, Device device) {
   Upload up;
   for (const Tensor& t : host) up.tensors.push_back(t.to(device));  // a CUDA target explains what is missing

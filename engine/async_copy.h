@@ -19,33 +19,11 @@
 #include <memory>
 #include <vector>
 
+#include "engine/cuda_context.h"
 #include "engine/device.h"
 #include "engine/tensor.h"
 
 namespace cnn {
-
-namespace cuda {
-// A CUDA event on one device (timing disabled). Without CUDA, constructing one is a cnn::Error.
-class Event {
- public:
-  explicit Event(int device);
-  ~Event();
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  void record(void* stream);      // marks the work enqueued on `stream` so far
-  void make_wait(void* stream);   // work enqueued on `stream` from now on waits for the mark
-  void synchronize();             // the host waits for the mark
-  bool done();                    // whether the mark has passed (no waiting)
-
- private:
-  int device_;
-  void* event_ = nullptr;
-};
-
-// The device's copy stream: created on first use, non-blocking with respect to the legacy default
-// stream, used for host-to-device uploads only.
-void* copy_stream(int device);
-}  // namespace cuda
 
 struct Upload {
   std::vector<Tensor> tensors;  // on the target device

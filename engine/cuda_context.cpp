@@ -1,5 +1,6 @@
-// CUDA context: device discovery, per-device stream and cuBLAS handle, the device caching
-// allocators and pinned host memory. Without CUDA every entry point explains that it is missing.
+// CUDA context: device discovery, per-device compute and copy streams, cuBLAS/cuDNN handles and
+// workspace, events, the device caching allocators and pinned host memory. Without CUDA every
+// entry point explains that it is missing.
 #include "engine/cuda_context.h"
 
 #include <atomic>
@@ -33,6 +34,7 @@ void check(cudaError_t err, const char* what) {
 struct DeviceState {
   std::atomic<void*> stream{nullptr};  // nullptr: the legacy default stream; read by loader threads too
   cublasHandle_t cublas = nullptr;
+  cudaStream_t copy_stream = nullptr;  // host-to-device uploads (engine/async_copy.h), kept for the process
   std::map<void*, void*> cublas_workspaces;  // by stream
   cudnnHandle_t cudnn = nullptr;
   std::unique_ptr<CachingAllocator> allocator;
@@ -154,6 +156,46 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, size
   if (dst_device.is_cpu() || src_device.is_cpu()) check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
 }
 
+void copy_to_device_async(void* dst, const void* host_src, size_t bytes, void* stream) {
+  check(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)),
+        "cudaMemcpyAsync (host to device)");
+}
+
+Event::Event(int device) : device_(device) {
+  set_device(device);
+  cudaEvent_t e = nullptr;
+  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  event_ = e;
+}
+Event::~Event() {
+  if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+void Event::record(void* stream) {
+  set_device(device_);
+  check(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream)), "cudaEventRecord");
+}
+void Event::make_wait(void* stream) {
+  set_device(device_);
+  check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event_), 0), "cudaStreamWaitEvent");
+}
+void Event::synchronize() { check(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "cudaEventSynchronize"); }
+bool Event::done() {
+  const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event_));
+  if (status == cudaErrorNotReady) return false;
+  check(status, "cudaEventQuery");
+  return true;
+}
+
+void* copy_stream(int device) {
+  DeviceState& s = state(device);
+  std::lock_guard<std::mutex> lock(context().mutex);
+  if (!s.copy_stream) {
+    set_device(device);
+    check(cudaStreamCreateWithFlags(&s.copy_stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  }
+  return s.copy_stream;
+}
+
 }  // namespace cnn::cuda
 
 namespace cnn {
@@ -225,6 +267,17 @@ void* cudnn_handle(int device) { unavailable(device); }
 void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
   if (dst_device.is_cuda() || src_device.is_cuda()) unavailable(dst_device.is_cuda() ? dst_device.index : src_device.index);
   if (bytes) std::memcpy(dst, src, bytes);
+}
+void copy_to_device_async(void*, const void*, size_t, void*) { unavailable(0); }
+Event::Event(int device) : device_(device) { require_device(device); }
+Event::~Event() = default;
+void Event::record(void*) { require_device(device_); }
+void Event::make_wait(void*) { require_device(device_); }
+void Event::synchronize() { require_device(device_); }
+bool Event::done() { return true; }
+void* copy_stream(int device) {
+  require_device(device);
+  return nullptr;
 }
 
 }  // namespace cnn::cuda

@@ -51,5 +51,29 @@ bool cudnn_deterministic();
 
 // Copies bytes between any two devices; returns when a copy to host memory has landed.
 void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+// Enqueues a host-to-device copy on `stream` and returns at once (truly asynchronous from pinned
+// memory); the host memory must stay valid until the copy has run (see engine/async_copy.h).
+void copy_to_device_async(void* dst, const void* host_src, size_t bytes, void* stream);
+
+// A CUDA event on one device (timing disabled). Without CUDA, constructing one is a cnn::Error.
+class Event {
+ public:
+  explicit Event(int device);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(void* stream);      // marks the work enqueued on `stream` so far
+  void make_wait(void* stream);   // work enqueued on `stream` from now on waits for the mark
+  void synchronize();             // the host waits for the mark
+  bool done();                    // whether the mark has passed (no waiting)
+
+ private:
+  int device_;
+  void* event_ = nullptr;
+};
+
+// The device's copy stream: created on first use, non-blocking with respect to the legacy default
+// stream, used for host-to-device uploads only.
+void* copy_stream(int device);
 
 }  // namespace cnn::cuda

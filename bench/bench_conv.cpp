@@ -22,6 +22,7 @@
 
 #include "engine/cnn.h"
 #include "median_time.h"
+#include "kernels/common/window.h"
 #include "kernels/conv.h"
 #include "kernels/gemm.h"
 
@@ -123,8 +124,8 @@ ConvGeometry geometry(const ConvShape& s, int64_t batch) {
   g.pad_h = g.pad_w = s.pad;
   g.dilation_h = g.dilation_w = s.dilation;
   g.groups = s.groups;
-  g.oh = (s.h + 2 * s.pad - s.dilation * (s.kh - 1) - 1) / s.stride + 1;
-  g.ow = (s.w + 2 * s.pad - s.dilation * (s.kw - 1) - 1) / s.stride + 1;
+  g.oh = window_output_size(s.h, s.kh, s.stride, s.pad, s.dilation, false);
+  g.ow = window_output_size(s.w, s.kw, s.stride, s.pad, s.dilation, false);
   return g;
 }
 
@@ -135,7 +136,7 @@ struct Options {
   DType dtype = DType::f32;
   int repeats = 5, warmup = 2, limit = 0;
   bool benchmark = false, deterministic = false;
-  kernels::cuda::ConvAlgoPolicy policy() const { return {benchmark, deterministic}; }
+  kernels::ConvAlgoPolicy policy() const { return {benchmark, deterministic}; }
 };
 
 [[noreturn]] void usage(const std::string& problem) {

@@ -5,27 +5,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/config.h"
-#include "engine/cuda_context.h"
+#include "engine/backend.h"
 
 namespace cnn::data {
 
 namespace {
-// Runs `on_cpu()` or `on_cuda(stream)` for a tensor's device.
-template <class Cpu, class Cuda>
-void on_device(const Tensor& t, Cpu on_cpu, [[maybe_unused]] Cuda on_cuda) {
-  if (t.device().is_cpu()) {
-    on_cpu();
-    return;
-  }
-#if CNN_WITH_CUDA
-  cuda::set_device(t.device().index);
-  on_cuda(cuda::current_stream(t.device().index));
-#else
-  cuda::require_device(t.device().index);  // explains that this build has no CUDA
-#endif
-}
-
 double sample_gamma(double a, SampleRng& rng) {
   if (a < 1.0) return sample_gamma(a + 1.0, rng) * std::pow(1.0 - rng.uniform(), 1.0 / a);
   const double d = a - 1.0 / 3.0, c = 1.0 / std::sqrt(9.0 * d);
@@ -63,13 +47,7 @@ Tensor crop_flip_normalize(const Tensor& images, const CropFlipOptions& o, const
   const NormalizeParams norm = normalize.params(p.channels);
   Tensor out = Tensor::empty({images.size(0), o.height, o.width, p.channels}, dtype, images.device());
   const auto* in = static_cast<const uint8_t*>(images.data());
-  on_device(
-      images, [&] { kernels::cpu::crop_flip_normalize(in, images.size(0), p, norm, dtype, out.data()); },
-      [&]([[maybe_unused]] void* stream) {
-#if CNN_WITH_CUDA
-        kernels::cuda::crop_flip_normalize(in, images.size(0), p, norm, dtype, out.data(), stream);
-#endif
-      });
+  CNN_KERNEL(images.device(), crop_flip_normalize, in, images.size(0), p, norm, dtype, out.data());
   return out;
 }
 
@@ -116,20 +94,10 @@ MixResult mix_batch(Tensor& images, const Tensor& labels, int64_t classes, const
   const bool mixup = !r.cutmix && r.lam < 1.0;
   CNN_CHECK(!mixup || is_floating(images.dtype()), "mix_batch: MixUp needs floating images, not ", describe(images),
             "; normalise first");
-  on_device(
-      images,
-      [&] {
-        if (r.cutmix) kernels::cpu::cutmix(images.dtype(), images.data(), n, h, w, c, r.box);
-        if (mixup) kernels::cpu::mixup(images.dtype(), images.data(), n, images.numel() / std::max<int64_t>(n, 1), lam);
-        kernels::cpu::mix_targets(y, n, classes, lam, smoothing, t);
-      },
-      [&]([[maybe_unused]] void* stream) {
-#if CNN_WITH_CUDA
-        if (r.cutmix) kernels::cuda::cutmix(images.dtype(), images.data(), n, h, w, c, r.box, stream);
-        if (mixup) kernels::cuda::mixup(images.dtype(), images.data(), n, images.numel() / std::max<int64_t>(n, 1), lam, stream);
-        kernels::cuda::mix_targets(y, n, classes, lam, smoothing, t, stream);
-#endif
-      });
+  const Device device = images.device();
+  if (r.cutmix) CNN_KERNEL(device, cutmix, images.dtype(), images.data(), n, h, w, c, r.box);
+  if (mixup) CNN_KERNEL(device, mixup, images.dtype(), images.data(), n, images.numel() / std::max<int64_t>(n, 1), lam);
+  CNN_KERNEL(device, mix_targets, y, n, classes, lam, smoothing, t);
   return r;
 }
 

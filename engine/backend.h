@@ -1,33 +1,44 @@
-// Dispatch from an op to its CPU or CUDA kernel, for op implementations (engine/ops/*.cpp).
+// The one dispatch point from the engine to the kernels: every call of a kernel of kernels/*.h goes
+// through CNN_KERNEL (engine/ops, tensor fills, batch augmentation, the optimizer and loss-scale
+// passes).
 //
-//   run_on(x.device(), [&] { kernels::cpu::f(...); },
-//          [&](kernels::Stream s) { CNN_IF_CUDA(kernels::cuda::f(..., s)); });
+//   CNN_KERNEL(x.device(), softmax_forward, x.dtype(), x.data(), y.data(), rows, cols, log);
 //
-// CNN_IF_CUDA keeps CUDA kernel calls out of builds without CUDA, where reaching it is an error
-// (it cannot happen in practice: CUDA tensors cannot be created in such a build). By convention
-// the stream parameter of the CUDA lambda is named `s`.
+// calls kernels::cpu::softmax_forward(args..., nullptr) for a CPU device, and for a CUDA device
+// makes it the current device, then calls kernels::cuda::softmax_forward(args..., stream) with the
+// device's current stream. This works because both backends declare each kernel with the same
+// signature, the stream last (the CPU kernels ignore it). Kernels backed by a CUDA library take its
+// resources on both backends as well (cuDNN/cuBLAS handle, workspace, algorithm policy): the op
+// gathers them for the device first (none on the CPU), then names the kernel once.
+//
+// In a build without CUDA the CUDA branch is not compiled (kernels::cuda does not exist there):
+// reaching it throws the cnn::Error that says this build has no CUDA backend, which cannot happen in
+// practice since no CUDA tensor can be created in such a build. CNN_IF_CUDA(...) keeps other code
+// that names kernels::cuda (a workspace size) out of such builds in the same way: there it expands
+// to nothing.
 #pragma once
 #include "engine/config.h"
 #include "engine/cuda_context.h"
 #include "engine/device.h"
 #include "engine/error.h"
 
-namespace cnn {
-
-template <class CpuFn, class CudaFn>
-void run_on(const Device& device, CpuFn&& cpu_fn, CudaFn&& cuda_fn) {
-  if (device.is_cpu()) {
-    cpu_fn();
-  } else {
-    cuda::set_device(device.index);
-    cuda_fn(cuda::current_stream(device.index));
-  }
-}
-
-}  // namespace cnn
+#define CNN_KERNEL(device, name, ...)                               \
+  do {                                                              \
+    const ::cnn::Device& cnn_kernel_device = (device);              \
+    if (cnn_kernel_device.is_cpu())                                 \
+      ::cnn::kernels::cpu::name(__VA_ARGS__, nullptr);              \
+    else                                                            \
+      CNN_KERNEL_ON_CUDA_(cnn_kernel_device.index, name, __VA_ARGS__); \
+  } while (0)
 
 #if CNN_WITH_CUDA
+#define CNN_KERNEL_ON_CUDA_(index, name, ...)                                           \
+  do {                                                                                  \
+    ::cnn::cuda::set_device(index);                                                     \
+    ::cnn::kernels::cuda::name(__VA_ARGS__, ::cnn::cuda::current_stream(index));       \
+  } while (0)
 #define CNN_IF_CUDA(...) __VA_ARGS__
 #else
-#define CNN_IF_CUDA(...) ((void)s, throw ::cnn::Error("this build of cnn has no CUDA backend"))
+#define CNN_KERNEL_ON_CUDA_(index, name, ...) ::cnn::cuda::require_device(index)  // throws: no CUDA backend
+#define CNN_IF_CUDA(...) static_cast<void>(0)
 #endif

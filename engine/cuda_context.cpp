@@ -17,9 +17,9 @@
 #include "engine/error.h"
 
 #if CNN_WITH_CUDA
-#include <cublas_v2.h>
-#include <cudnn.h>
 #include <cuda_runtime.h>
+
+#include "kernels/cuda/library_status.h"
 #endif
 
 #if CNN_WITH_CUDA
@@ -110,7 +110,7 @@ void* cublas_handle(int device) {
   std::lock_guard<std::mutex> lock(context().mutex);
   if (!s.cublas) {
     set_device(device);
-    CNN_CHECK(cublasCreate(&s.cublas) == CUBLAS_STATUS_SUCCESS, "cublasCreate failed on cuda:", device);
+    kernels::cuda::check_cublas(cublasCreate(&s.cublas), ("cublasCreate on cuda:" + std::to_string(device)).c_str());
   }
   return s.cublas;
 }
@@ -137,8 +137,7 @@ void* cudnn_handle(int device) {
   std::lock_guard<std::mutex> lock(context().mutex);
   if (!s.cudnn) {
     set_device(device);
-    const cudnnStatus_t status = cudnnCreate(&s.cudnn);
-    CNN_CHECK(status == CUDNN_STATUS_SUCCESS, "cudnnCreate failed on cuda:", device, ": ", cudnnGetErrorString(status));
+    kernels::cuda::check_cudnn(cudnnCreate(&s.cudnn), ("cudnnCreate on cuda:" + std::to_string(device)).c_str());
   }
   return s.cudnn;
 }

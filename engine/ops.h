@@ -7,10 +7,13 @@
 #include <vector>
 
 #include "engine/tensor.h"
+#include "kernels/batch_norm.h"
 
 namespace cnn {
 
 // ---- unary elementwise (engine/ops/unary.cpp) ----
+// The parameterless ones are defined from the list CNN_UNARY_OPS (kernels/common/elementwise_math.h),
+// which also gives each its tests.
 Tensor relu(const Tensor& x);
 Tensor silu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
@@ -53,7 +56,8 @@ Tensor sum(const Tensor& x);   // over all elements: a [] (rank-0) tensor
 Tensor mean(const Tensor& x);
 Tensor sum(const Tensor& x, const std::vector<int>& axes, bool keepdim = false);
 Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdim = false);
-// Maximum over the last axis: values (differentiable) and i64 indices (first on ties).
+// Maximum over the last axis: values (differentiable) and i64 indices (first on ties). PyTorch's NaN
+// rule: a NaN in the row makes the maximum NaN, at the first NaN's index (kernels/common/max_math.h).
 std::pair<Tensor, Tensor> max_last(const Tensor& x);
 
 // ---- matrix products (engine/ops/matmul.cpp) ----
@@ -82,8 +86,8 @@ struct Conv2dOptions {
 // OH = floor((H + 2 pad_h - dilation_h (KH - 1) - 1) / stride_h) + 1 (likewise OW).
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), const Conv2dOptions& options = {});
 
-// Activation fused after batch norm: none, relu, or (residual add then relu) as in ResNet blocks.
-enum class BatchNormActivation { none, relu, add_relu };
+// BatchNormActivation (kernels/batch_norm.h): the activation fused after batch norm, none, relu,
+// or (residual add then relu) as in ResNet blocks.
 // Batch norm over N, H, W of x [N,H,W,C] with per-channel weight and bias [C] (either may be
 // undefined). Training: normalises with the batch statistics (biased variance) and updates
 // running_mean/running_var in place with PyTorch's convention
@@ -102,7 +106,8 @@ struct Pool2dOptions {
   bool ceil_mode = false;
   bool count_include_pad = true;  // avg_pool2d only
 };
-Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options);  // ties: the first (row-major) wins
+// Ties: the first (row-major) wins; a NaN in a window wins (the first NaN), as in PyTorch.
+Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options);
 Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options);
 // PyTorch's adaptive pooling bins: start = floor(i * H / OH), end = ceil((i + 1) * H / OH).
 Tensor adaptive_avg_pool2d(const Tensor& x, int out_h, int out_w);

@@ -57,10 +57,7 @@ Tensor random_tensor(const Shape& shape, RandomKind kind, double a, double b, ui
   CNN_CHECK(is_floating(dtype), "random tensors are floating point; got dtype ", dtype_name(dtype));
   Tensor t = Tensor::empty(shape, dtype, device);
   constexpr uint64_t kStream = 0x7e45u;  // the stream id of Tensor::randn/uniform draws
-  run_on(device, [&] { kernels::cpu::random_fill(dtype, t.data(), t.numel(), kind, seed, kStream, a, b); },
-         [&](kernels::Stream s) {
-           CNN_IF_CUDA(kernels::cuda::random_fill(dtype, t.data(), t.numel(), kind, seed, kStream, a, b, s));
-         });
+  CNN_KERNEL(device, random_fill, dtype, t.data(), t.numel(), kind, seed, kStream, a, b);
   return t;
 }
 }  // namespace
@@ -210,8 +207,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
 
 Tensor& Tensor::fill_(double value) {
   const DType dt = dtype();
-  run_on(device(), [&] { kernels::cpu::fill(dt, data(), numel(), value); },
-         [&](kernels::Stream s) { CNN_IF_CUDA(kernels::cuda::fill(dt, data(), numel(), value, s)); });
+  CNN_KERNEL(device(), fill, dt, data(), numel(), value);
   return *this;
 }
 

@@ -5,16 +5,16 @@
 //   - mixup: x[n] = lam x[n] + (1 - lam) x[N-1-n] for every pair at once, in place;
 //   - cutmix: swaps one box between samples n and N-1-n, in place;
 //   - mix_targets: the soft targets lam onehot(y[n]) + (1 - lam) onehot(y[N-1-n]), label-smoothed.
-// Each function exists in cnn::kernels::cpu (kernels/cpu) and cnn::kernels::cuda (kernels/cuda);
-// the CUDA versions take the stream to run on. Random draws come from SampleRng, keyed by
-// (seed, epoch, sample): the same crop and flip on CPU and GPU, on any number of loader workers.
+// Each function exists in cnn::kernels::cpu (kernels/cpu) and cnn::kernels::cuda (kernels/cuda)
+// with the same signature: the stream to run on comes last (the CPU versions ignore it). Random
+// draws come from SampleRng, keyed by (seed, epoch, sample): the same crop and flip on CPU and GPU,
+// on any number of loader workers.
 #pragma once
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 #include <type_traits>
 
 #include "kernels/common/dtype.h"
+#include "kernels/common/error.h"
 #include "kernels/common/half.h"
 #include "kernels/common/host_device.h"
 #include "kernels/common/philox.h"
@@ -164,8 +164,7 @@ void dispatch_augment_output(DType dt, F&& f) {
     case DType::bf16: f(bfloat16{}); return;
     case DType::u8: f(uint8_t{}); return;
     default:
-      throw std::logic_error(std::string("crop_flip_normalize: output dtype ") + dtype_name(dt) +
-                             " is not one of f32, f16, bf16, u8");
+      CNN_FAIL("crop_flip_normalize: output dtype ", dtype_name(dt), " is not supported; use f32, f16, bf16 or u8");
   }
 }
 
@@ -184,7 +183,7 @@ void dispatch_augment_output(DType dt, F&& f) {
                    float* targets __VA_ARGS__);
 
 namespace cpu {
-CNN_AUGMENT_KERNELS()
+CNN_AUGMENT_KERNELS(, Stream stream = nullptr)
 }
 namespace cuda {
 CNN_AUGMENT_KERNELS(, Stream stream)

@@ -8,39 +8,45 @@
 
 #include "kernels/common/dtype.h"
 
-namespace cnn::kernels {
+namespace cnn {
+
+// The activation fused after the normalisation: none, relu, or (residual add then relu) as in
+// ResNet blocks. One enum for the kernels, the batch_norm2d op and the layers.
+enum class BatchNormActivation : uint8_t { none, relu, add_relu };
+
+namespace kernels {
 
 using Stream = void*;
 
-enum class BatchNormAct : uint8_t { none, relu, add_relu };
-
-#define CNN_BATCH_NORM_KERNELS(...)                                                                         \
-  /* mean[c] and biased var[c] of x over the M rows (two passes: the mean, then squared deviations) */     \
-  void batch_norm_stats(DType dt, const void* x, int64_t m, int64_t c, void* mean, void* var __VA_ARGS__);  \
-  /* y = act((x - mean) * invstd * weight + bias [+ residual]); weight/bias may be null (1 and 0) */       \
-  void batch_norm_forward(DType dt, const void* x, int64_t m, int64_t c, const void* mean, const void* invstd, \
-                          const void* weight, const void* bias, const void* residual, BatchNormAct act,     \
-                          void* y __VA_ARGS__);                                                             \
-  /* dz = dy masked by y > 0 when act is relu/add_relu; sum_dz[c] = sum dz, sum_dz_xhat[c] = sum dz*xhat */ \
-  void batch_norm_backward_reduce(DType dt, const void* dy, const void* y, const void* x, int64_t m,         \
-                                  int64_t c, const void* mean, const void* invstd, BatchNormAct act,          \
-                                  void* sum_dz, void* sum_dz_xhat __VA_ARGS__);                              \
-  /* training: dx = weight*invstd*(dz - sum_dz/M - xhat*sum_dz_xhat/M); eval: dx = weight*invstd*dz;     */ \
-  /* dresidual = dz (add_relu only; may be null) */                                                         \
-  void batch_norm_backward_input(DType dt, const void* dy, const void* y, const void* x, int64_t m,          \
-                                 int64_t c, const void* mean, const void* invstd, const void* weight,         \
-                                 const void* sum_dz, const void* sum_dz_xhat, bool training, BatchNormAct act, \
+#define CNN_BATCH_NORM_KERNELS(...)                                                                                    \
+  /* mean[c] and biased var[c] of x over the M rows (two passes: the mean, then squared deviations) */                 \
+  void batch_norm_stats(DType dt, const void* x, int64_t m, int64_t c, void* mean, void* var __VA_ARGS__);             \
+  /* y = act((x - mean) * invstd * weight + bias [+ residual]); weight/bias may be null (1 and 0) */                   \
+  void batch_norm_forward(DType dt, const void* x, int64_t m, int64_t c, const void* mean, const void* invstd,         \
+                          const void* weight, const void* bias, const void* residual, BatchNormActivation act,         \
+                          void* y __VA_ARGS__);                                                                        \
+  /* dz = dy masked by y > 0 when act is relu/add_relu; sum_dz[c] = sum dz, sum_dz_xhat[c] = sum dz*xhat */            \
+  void batch_norm_backward_reduce(DType dt, const void* dy, const void* y, const void* x, int64_t m,                   \
+                                  int64_t c, const void* mean, const void* invstd, BatchNormActivation act,            \
+                                  void* sum_dz, void* sum_dz_xhat __VA_ARGS__);                                        \
+  /* training: dx = weight*invstd*(dz - sum_dz/M - xhat*sum_dz_xhat/M); eval: dx = weight*invstd*dz;     */            \
+  /* dresidual = dz (add_relu only; may be null) */                                                                    \
+  void batch_norm_backward_input(DType dt, const void* dy, const void* y, const void* x, int64_t m,                    \
+                                 int64_t c, const void* mean, const void* invstd, const void* weight,                  \
+                                 const void* sum_dz, const void* sum_dz_xhat, bool training, BatchNormActivation act,  \
                                  void* dx, void* dresidual __VA_ARGS__);
 
+// The CUDA reductions (stats, backward_reduce) write per-block partial sums to a caller-provided
+// workspace of cuda::batch_norm_workspace_bytes, then add them up in a fixed order: results are
+// deterministic. The other CUDA kernels, and every CPU kernel, ignore `workspace` (pass null).
 namespace cpu {
-CNN_BATCH_NORM_KERNELS()
+CNN_BATCH_NORM_KERNELS(, void* workspace = nullptr, Stream stream = nullptr)
 }
 namespace cuda {
-// The CUDA reductions (stats, backward_reduce) write per-block partial sums to a caller-provided
-// workspace of this many bytes, then add them up in a fixed order: results are deterministic.
 size_t batch_norm_workspace_bytes(int64_t m, int64_t c);
 CNN_BATCH_NORM_KERNELS(, void* workspace, Stream stream)
 }
 #undef CNN_BATCH_NORM_KERNELS
 
-}  // namespace cnn::kernels
+}  // namespace kernels
+}  // namespace cnn

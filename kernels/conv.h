@@ -20,38 +20,40 @@ struct ConvGeometry {
   int64_t group_out() const { return o / groups; }
 };
 
+// Algorithm choice on CUDA: the cuDNN heuristic, or measured (cudnnFind) with `benchmark`, like
+// torch.backends.cudnn.benchmark; with `deterministic`, only algorithms cuDNN reports as
+// deterministic (no atomics: bitwise-equal results run to run), like torch.backends.cudnn.deterministic.
+// The CPU kernels are deterministic and have no choice to make.
+struct ConvAlgoPolicy {
+  bool benchmark = false;
+  bool deterministic = false;
+};
+
+// Both backends take cuDNN's resources: a workspace of the size cuda::conv2d_workspace returns, the
+// policy and the cudnnHandle_t; the CPU kernels ignore them (and default them for direct callers).
+#define CNN_CONV_KERNELS(...)                                                                                          \
+  void conv2d_forward(DType dt, const ConvGeometry& g, const void* x, const void* weight, void* y __VA_ARGS__);        \
+  /* dx = conv_transpose(dy, w) (overwrites dx) */                                                                     \
+  void conv2d_backward_data(DType dt, const ConvGeometry& g, const void* dy, const void* weight, void* dx __VA_ARGS__); \
+  /* dw = correlation of x with dy (overwrites dw) */                                                                  \
+  void conv2d_backward_filter(DType dt, const ConvGeometry& g, const void* x, const void* dy, void* dw __VA_ARGS__);
+
 namespace cpu {
-void conv2d_forward(DType dt, const ConvGeometry& g, const void* x, const void* weight, void* y);
-// dx = conv_transpose(dy, w) (overwrites dx)
-void conv2d_backward_data(DType dt, const ConvGeometry& g, const void* dy, const void* weight, void* dx);
-// dw = correlation of x with dy (overwrites dw)
-void conv2d_backward_filter(DType dt, const ConvGeometry& g, const void* x, const void* dy, void* dw);
+CNN_CONV_KERNELS(, void* workspace = nullptr, size_t workspace_bytes = 0, ConvAlgoPolicy policy = {},
+                 void* cudnn_handle = nullptr, Stream stream = nullptr)
 // The im2col buffer budget that decides how many samples share one GEMM (default 32 MiB); returns
 // the previous value. For tests that need several chunks on small shapes.
 int64_t set_im2col_budget_bytes(int64_t bytes);
 }  // namespace cpu
 
 namespace cuda {
-// Algorithm choice: the cuDNN heuristic, or measured (cudnnFind) when `measure` is set, like
-// torch.backends.cudnn.benchmark; with `deterministic`, only algorithms cuDNN reports as
-// deterministic (no atomics: bitwise-equal results run to run), like torch.backends.cudnn.deterministic.
+CNN_CONV_KERNELS(, void* workspace, size_t workspace_bytes, ConvAlgoPolicy policy, void* cudnn_handle, Stream stream)
 // Chosen algorithms are cached per (geometry, dtype, direction, policy).
-// Each call needs a workspace of the size that the matching *_workspace function returns.
 enum class ConvDirection { forward, backward_data, backward_filter };
-struct ConvAlgoPolicy {
-  bool measure = false;
-  bool deterministic = false;
-};
 size_t conv2d_workspace(ConvDirection direction, DType dt, const ConvGeometry& g, ConvAlgoPolicy policy, void* cudnn_handle);
-void conv2d_forward(DType dt, const ConvGeometry& g, const void* x, const void* weight, void* y, void* workspace,
-                    size_t workspace_bytes, ConvAlgoPolicy policy, void* cudnn_handle, Stream stream);
-void conv2d_backward_data(DType dt, const ConvGeometry& g, const void* dy, const void* weight, void* dx,
-                          void* workspace, size_t workspace_bytes, ConvAlgoPolicy policy, void* cudnn_handle, Stream stream);
-void conv2d_backward_filter(DType dt, const ConvGeometry& g, const void* x, const void* dy, void* dw,
-                            void* workspace, size_t workspace_bytes, ConvAlgoPolicy policy, void* cudnn_handle,
-                            Stream stream);
 // The name of the algorithm the cache holds for this call, for bench_conv ("" if none yet).
 const char* conv2d_algorithm_name(ConvDirection direction, DType dt, const ConvGeometry& g, ConvAlgoPolicy policy);
 }  // namespace cuda
+#undef CNN_CONV_KERNELS
 
 }  // namespace cnn::kernels

@@ -1,6 +1,8 @@
 // Elementwise kernels: unary and binary ops (with broadcasting), cast, fill and random fill.
 // Each function exists in cnn::kernels::cpu (kernels/cpu) and cnn::kernels::cuda (kernels/cuda),
-// on raw contiguous buffers; the CUDA versions take the stream to run on (a cudaStream_t).
+// on raw contiguous buffers, with the same signature: the stream to run on (a cudaStream_t) comes
+// last, and the CPU versions ignore it (it defaults to null for direct callers). The engine calls
+// them through CNN_KERNEL (engine/backend.h); so do the other kernel headers.
 #pragma once
 #include <cstdint>
 
@@ -31,7 +33,7 @@ using Stream = void*;
                    double a, double b __VA_ARGS__);
 
 namespace cpu {
-CNN_ELEMENTWISE_KERNELS()
+CNN_ELEMENTWISE_KERNELS(, Stream stream = nullptr)
 }
 namespace cuda {
 CNN_ELEMENTWISE_KERNELS(, Stream stream)

@@ -17,14 +17,20 @@ struct GemmShape {
   int64_t lda = 0, ldb = 0, ldc = 0;
 };
 
+// Both backends take cuBLAS's resources: `cublas_handle`, a cublasHandle_t owned by the caller (the
+// engine's CUDA context), and `workspace` (workspace_bytes; may be null/0 for cuBLAS's own), device
+// memory only GEMMs on `stream` use. The CPU GEMM ignores them (and defaults them for direct callers).
+#define CNN_GEMM_KERNELS(...)                                                                                          \
+  void gemm(DType dt, const GemmShape& s, double alpha, const void* a, const void* b, double beta, void* c             \
+            __VA_ARGS__);
+
 namespace cpu {
-void gemm(DType dt, const GemmShape& s, double alpha, const void* a, const void* b, double beta, void* c);
+CNN_GEMM_KERNELS(, void* cublas_handle = nullptr, void* workspace = nullptr, size_t workspace_bytes = 0,
+                 Stream stream = nullptr)
 }
 namespace cuda {
-// `cublas_handle` is a cublasHandle_t owned by the caller (the engine's CUDA context); `workspace`
-// (workspace_bytes, may be null/0 for cuBLAS's own) is device memory only GEMMs on `stream` use.
-void gemm(DType dt, const GemmShape& s, double alpha, const void* a, const void* b, double beta, void* c,
-          void* cublas_handle, void* workspace, size_t workspace_bytes, Stream stream);
+CNN_GEMM_KERNELS(, void* cublas_handle, void* workspace, size_t workspace_bytes, Stream stream)
 }
+#undef CNN_GEMM_KERNELS
 
 }  // namespace cnn::kernels

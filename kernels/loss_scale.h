@@ -24,7 +24,7 @@ constexpr int kLossScaleMaxBlocks = 1024;
                          float inv_scale, float* partials, float* result __VA_ARGS__);
 
 namespace cpu {
-CNN_LOSS_SCALE_KERNELS()
+CNN_LOSS_SCALE_KERNELS(, Stream stream = nullptr)
 }
 namespace cuda {
 CNN_LOSS_SCALE_KERNELS(, Stream stream)

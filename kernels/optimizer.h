@@ -110,7 +110,7 @@ CNN_HD void adamw_update(const AdamWArgs& a, const MultiTensorSlot& s, int64_t i
   void optimizer_step(const MultiTensorSlot* slots, int count, int64_t total, const AdamWArgs& args __VA_ARGS__);
 
 namespace cpu {
-CNN_OPTIMIZER_KERNELS()
+CNN_OPTIMIZER_KERNELS(, Stream stream = nullptr)
 }
 namespace cuda {
 CNN_OPTIMIZER_KERNELS(, Stream stream)

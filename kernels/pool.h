@@ -1,5 +1,9 @@
-// Pooling kernels over NHWC. The backward passes gather (each input element sums the gradients of
-// the windows that used it) instead of scattering with atomics, so they are deterministic.
+// Pooling kernels over NHWC. No backward uses atomics, so all are deterministic. The average-pool
+// backward gathers on both backends (each input element sums the shares of the windows covering it).
+// The max-pool backward gathers on CUDA (each input element sums the gradients of the covering
+// windows whose argmax it is) and scatters on the CPU (each output adds its gradient at its argmax,
+// one image per thread). Window arithmetic: kernels/common/pool_math.h; the maximum's NaN rule:
+// kernels/common/max_math.h.
 #pragma once
 #include <cstdint>
 
@@ -25,7 +29,7 @@ struct PoolGeometry {
   void avg_pool2d_backward(DType dt, const PoolGeometry& g, const void* dy, void* dx __VA_ARGS__);
 
 namespace cpu {
-CNN_POOL_KERNELS()
+CNN_POOL_KERNELS(, Stream stream = nullptr)
 }
 namespace cuda {
 CNN_POOL_KERNELS(, Stream stream)

@@ -24,7 +24,7 @@ using Stream = void*;
                          int64_t cols __VA_ARGS__);
 
 namespace cpu {
-CNN_REDUCE_KERNELS()
+CNN_REDUCE_KERNELS(, Stream stream = nullptr)
 }
 namespace cuda {
 CNN_REDUCE_KERNELS(, Stream stream)

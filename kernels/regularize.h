@@ -9,7 +9,7 @@ namespace cnn::kernels {
 using Stream = void*;
 
 #define CNN_REGULARIZE_KERNELS(...)                                                                         \
-  /* y[i] = x[i] * keep(i) / (1 - p), keep(i) = philox(seed, offset + i) >= p; also the backward */       \
+  /* y[i] = x[i] * keep(i) / (1 - p), keep(i) = philox(seed, offset + i) > p; also the backward */        \
   void dropout(DType dt, const void* x, void* y, int64_t n, double p, uint64_t seed, uint64_t offset __VA_ARGS__); \
   /* rows of `row_size` elements: y = x * keep(row) / (1 - p) with keep(row) from philox(seed, offset + row) */ \
   void drop_path(DType dt, const void* x, void* y, int64_t rows, int64_t row_size, double p, uint64_t seed, \
@@ -21,7 +21,7 @@ using Stream = void*;
   void transpose_batched(DType dt, const void* x, void* y, int64_t batch, int64_t rows, int64_t cols __VA_ARGS__);
 
 namespace cpu {
-CNN_REGULARIZE_KERNELS()
+CNN_REGULARIZE_KERNELS(, Stream stream = nullptr)
 }
 namespace cuda {
 CNN_REGULARIZE_KERNELS(, Stream stream)

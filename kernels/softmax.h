@@ -30,7 +30,7 @@ struct CrossEntropyTargets {
                               double scale, void* glogits, int64_t rows, int64_t cols __VA_ARGS__);
 
 namespace cpu {
-CNN_SOFTMAX_KERNELS()
+CNN_SOFTMAX_KERNELS(, Stream stream = nullptr)
 }
 namespace cuda {
 CNN_SOFTMAX_KERNELS(, Stream stream)

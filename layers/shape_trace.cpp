@@ -45,12 +45,4 @@ ShapeTrace trace_shapes(const Module& model, const Shape& input) {
   return trace;
 }
 
-int64_t window_output_size(int64_t input, int kernel, int stride, int pad, int dilation, bool ceil_mode) {
-  const int64_t span = input + 2 * static_cast<int64_t>(pad) - static_cast<int64_t>(dilation) * (kernel - 1) - 1;
-  if (span < 0) return 0;
-  int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
-  if (ceil_mode && (out - 1) * stride >= input + pad) --out;
-  return out;
-}
-
 }  // namespace cnn

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/shape.h"
+#include "kernels/common/window.h"
 
 namespace cnn {
 
@@ -46,8 +47,7 @@ class ShapeTrace {
 // Traces a whole model (its row is named "" at depth 0). Shape errors are cnn::Errors naming the layer.
 ShapeTrace trace_shapes(const Module& model, const Shape& input);
 
-// Shape helpers shared by the leaves: PyTorch's output size of a convolution or pooling window.
-// ceil_mode as in PyTorch: the last window must start inside the (left-padded) input.
-int64_t window_output_size(int64_t input, int kernel, int stride, int pad, int dilation, bool ceil_mode);
+// The leaves' output size of a convolution or pooling window is window_output_size of
+// kernels/common/window.h, the function the ops use.
 
 }  // namespace cnn

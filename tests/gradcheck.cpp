@@ -15,9 +15,19 @@ double projected(const Tensor& y, const std::vector<double>& w) {
 }
 }  // namespace
 
-GradCheckResult gradcheck(const GradFn& f, std::vector<Tensor> inputs, const GradCheckOptions& options) {
+GradCheckResult gradcheck(const GradFn& f, std::vector<Tensor> inputs, const GradCheckOptions& options,
+                          const std::vector<bool>& differentiable) {
   GradCheckResult result;
-  for (Tensor& x : inputs) {
+  if (!differentiable.empty() && differentiable.size() != inputs.size()) {
+    result.ok = false;
+    result.report = "gradcheck: " + std::to_string(differentiable.size()) + " differentiable flags for " +
+                    std::to_string(inputs.size()) + " inputs";
+    return result;
+  }
+  const auto checked = [&](size_t i) { return differentiable.empty() || differentiable[i]; };
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Tensor& x = inputs[i];
+    if (!checked(i)) continue;
     if (x.dtype() != DType::f64 || !x.device().is_cpu()) {
       result.ok = false;
       result.report = "gradcheck needs f64 CPU inputs, got " + describe(x);
@@ -42,6 +52,7 @@ GradCheckResult gradcheck(const GradFn& f, std::vector<Tensor> inputs, const Gra
   std::ostringstream worst;
   NoGrad no_grad;
   for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!checked(i)) continue;
     Tensor& x = inputs[i];
     const Tensor g = x.grad();
     const std::vector<double> analytic = g.defined() ? g.to_doubles() : std::vector<double>(x.numel(), 0.0);

@@ -24,7 +24,10 @@ struct GradCheckResult {
 
 using GradFn = std::function<Tensor(const std::vector<Tensor>&)>;
 
-GradCheckResult gradcheck(const GradFn& f, std::vector<Tensor> inputs, const GradCheckOptions& options = {});
+// `differentiable[i] == false` holds input i fixed (labels, soft targets, running statistics): it is
+// neither perturbed nor checked, and may have any dtype. Empty: every input is differentiable.
+GradCheckResult gradcheck(const GradFn& f, std::vector<Tensor> inputs, const GradCheckOptions& options = {},
+                          const std::vector<bool>& differentiable = {});
 
 // f64 values uniform in +-[margin, 1] (never within margin of zero), for ops with a kink at 0.
 Tensor away_from_zero(const Shape& shape, uint64_t seed, double margin = 0.1);

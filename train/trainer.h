@@ -4,6 +4,11 @@
 //   <dir>/<YYYYmmdd_HHMMSS>_<name>/  config.ini (resolved), train.log, metrics.jsonl, TensorBoard
 //   events, classes.txt, confusion.json (last validation), last.h5, best.h5, model.safetensors.
 // A resumed run (--resume RUN_DIR or a checkpoint file) continues in the folder of its checkpoint.
+//
+// run_training (trainer.cpp) reads top-down: settings (train_settings.h), run folder (run_folder.h),
+// data (training_data.h), learner and checkpoints (learner.h), then the epochs: the training step
+// (train_step.h), the inf/nan policy (divergence.h), the end of an epoch with validation
+// (validation.h), logging (run_log.h), and the final summary.
 #pragma once
 #include <filesystem>
 #include <iosfwd>
@@ -11,23 +16,26 @@
 #include <vector>
 
 #include "train/config/config.h"
+#include "train/train_step.h"
 
 namespace cnn::train {
 
 struct TrainRunOptions {
   std::string resume;           // "" (start afresh, unless [checkpoint] resume says otherwise), a run folder or a file
   std::ostream* console = nullptr;  // default: standard output
-  bool record_step_losses = false;  // keep every step's loss in the summary (reads it back each step)
+  bool record_step_losses = false;  // keep every micro-batch's loss in the summary (reads it back each time)
+  GradientHook on_gradients;        // optional: called with each step's final gradients (train_step.h)
 };
 
 struct TrainSummary {
   std::filesystem::path run_dir;
-  int64_t epochs_run = 0, steps = 0, skipped_steps = 0;
+  int64_t epochs_run = 0, steps = 0;
+  int64_t skipped_steps = 0;  // optimizer steps skipped for inf/nan gradients (divergence.h)
   double best_top1 = -1;  // best validation top-1 in percent (-1: no validation)
   int64_t best_epoch = -1;
   double last_top1 = -1, last_val_loss = -1;
   double seconds = 0, images_per_second = 0, data_wait_share = 0;
-  std::vector<double> step_losses;  // with record_step_losses: the loss of every optimizer step's first micro-batch
+  std::vector<double> step_losses;  // with record_step_losses: the loss of every micro-batch
 };
 
 TrainSummary run_training(const Config& config, const TrainRunOptions& options = {});

@@ -11,14 +11,6 @@
 namespace cnn {
 
 namespace {
-kernels::BatchNormAct kernel_act(BatchNormActivation a) {
-  switch (a) {
-    case BatchNormActivation::relu: return kernels::BatchNormAct::relu;
-    case BatchNormActivation::add_relu: return kernels::BatchNormAct::add_relu;
-    default: return kernels::BatchNormAct::none;
-  }
-}
-
 void check_channel_tensor(const char* what, const Tensor& t, const Tensor& x, DType acc, int64_t c) {
   if (!t.defined()) return;
   CNN_CHECK(t.dim() == 1 && t.size(0) == c && t.dtype() == acc && t.device() == x.device(), "batch_norm2d: ", what,
@@ -28,14 +20,14 @@ void check_channel_tensor(const char* what, const Tensor& t, const Tensor& x, DT
 
 const void* data_or_null(const Tensor& t) { return t.defined() ? t.data() : nullptr; }
 
-// Scratch for the CUDA kernels' per-block partial sums (unused on the CPU).
-[[maybe_unused]] Tensor cuda_workspace(int64_t m, int64_t c, const Device& device) {
-#if CNN_WITH_CUDA
-  return Tensor::empty({static_cast<int64_t>(kernels::cuda::batch_norm_workspace_bytes(m, c))}, DType::u8, device);
-#else
-  (void)m, (void)c, (void)device;
-  return Tensor();
-#endif
+// Scratch for the CUDA reductions' per-block partial sums, held by `holder` until the kernel is
+// enqueued; none (null) on the CPU.
+void* reduction_workspace([[maybe_unused]] int64_t m, [[maybe_unused]] int64_t c, const Device& device, Tensor& holder) {
+  if (device.is_cpu()) return nullptr;
+  size_t bytes = 0;
+  CNN_IF_CUDA(bytes = kernels::cuda::batch_norm_workspace_bytes(m, c));
+  holder = Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, device);
+  return holder.data();
 }
 }  // namespace
 
@@ -54,8 +46,7 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, c
             "batch_norm2d: eval mode needs running_mean and running_var");
   CNN_CHECK(!training || m > 1, "batch_norm2d: training needs more than one value per channel, got ", describe(x),
             "; use a larger batch or eval mode");
-  const auto act = kernel_act(activation);
-  if (act == kernels::BatchNormAct::add_relu) {
+  if (activation == BatchNormActivation::add_relu) {
     op_checks::same_device_dtype("batch_norm2d", x, residual);
     CNN_CHECK(residual.shape() == x.shape(), "batch_norm2d: residual ", describe(residual), " must match ", describe(x));
   }
@@ -66,13 +57,9 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, c
     if (training) {
       mean = Tensor::empty({c}, acc, x.device());
       Tensor var = Tensor::empty({c}, acc, x.device());
-      run_on(x.device(), [&] { kernels::cpu::batch_norm_stats(x.dtype(), x.data(), m, c, mean.data(), var.data()); },
-             [&](kernels::Stream s) {
-               CNN_IF_CUDA({
-                 Tensor ws = cuda_workspace(m, c, x.device());
-                 kernels::cuda::batch_norm_stats(x.dtype(), x.data(), m, c, mean.data(), var.data(), ws.data(), s);
-               });
-             });
+      Tensor ws;
+      CNN_KERNEL(x.device(), batch_norm_stats, x.dtype(), x.data(), m, c, mean.data(), var.data(),
+                 reduction_workspace(m, c, x.device(), ws));
       invstd = pow(shift(var, eps), -0.5);
       if (running_mean.defined()) {
         Tensor rm = running_mean, rv = running_var;
@@ -87,58 +74,30 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, c
   }
 
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  const void* res = act == kernels::BatchNormAct::add_relu ? residual.data() : nullptr;
-  run_on(x.device(),
-         [&] {
-           kernels::cpu::batch_norm_forward(x.dtype(), x.data(), m, c, mean.data(), invstd.data(), data_or_null(weight),
-                                            data_or_null(bias), res, act, y.data());
-         },
-         [&](kernels::Stream s) {
-           CNN_IF_CUDA(kernels::cuda::batch_norm_forward(x.dtype(), x.data(), m, c, mean.data(), invstd.data(),
-                                                         data_or_null(weight), data_or_null(bias), res, act, y.data(),
-                                                         nullptr, s));
-         });
+  const void* res = activation == BatchNormActivation::add_relu ? residual.data() : nullptr;
+  CNN_KERNEL(x.device(), batch_norm_forward, x.dtype(), x.data(), m, c, mean.data(), invstd.data(), data_or_null(weight),
+             data_or_null(bias), res, activation, y.data(), nullptr);
 
   const bool want_x = x.requires_grad(), want_w = weight.requires_grad(), want_b = bias.requires_grad(),
-             want_r = act == kernels::BatchNormAct::add_relu && residual.requires_grad();
-  const Tensor saved_y = act == kernels::BatchNormAct::none ? Tensor() : y.detach();
-  record_op("batch_norm2d", {x, weight, bias, act == kernels::BatchNormAct::add_relu ? residual : Tensor()}, {y},
+             want_r = activation == BatchNormActivation::add_relu && residual.requires_grad();
+  const Tensor saved_y = activation == BatchNormActivation::none ? Tensor() : y.detach();
+  record_op("batch_norm2d", {x, weight, bias, activation == BatchNormActivation::add_relu ? residual : Tensor()}, {y},
             [=](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
               const Tensor& dy = grads[0];
               Tensor sum_dz = Tensor::empty({c}, acc, dy.device()), sum_dz_xhat = Tensor::empty({c}, acc, dy.device());
-              run_on(dy.device(),
-                     [&] {
-                       kernels::cpu::batch_norm_backward_reduce(dy.dtype(), dy.data(), data_or_null(saved_y), x.data(), m,
-                                                                c, mean.data(), invstd.data(), act, sum_dz.data(),
-                                                                sum_dz_xhat.data());
-                     },
-                     [&](kernels::Stream s) {
-                       CNN_IF_CUDA({
-                         Tensor ws = cuda_workspace(m, c, dy.device());
-                         kernels::cuda::batch_norm_backward_reduce(dy.dtype(), dy.data(), data_or_null(saved_y), x.data(),
-                                                                   m, c, mean.data(), invstd.data(), act, sum_dz.data(),
-                                                                   sum_dz_xhat.data(), ws.data(), s);
-                       });
-                     });
+              Tensor ws;
+              CNN_KERNEL(dy.device(), batch_norm_backward_reduce, dy.dtype(), dy.data(), data_or_null(saved_y), x.data(),
+                         m, c, mean.data(), invstd.data(), activation, sum_dz.data(), sum_dz_xhat.data(),
+                         reduction_workspace(m, c, dy.device(), ws));
               std::vector<Tensor> out(4);
               if (want_x || want_r) {
                 Tensor dx = want_x ? Tensor::empty(x.shape(), x.dtype(), x.device()) : Tensor();
                 Tensor dr = want_r ? Tensor::empty(x.shape(), x.dtype(), x.device()) : Tensor();
                 void* dx_ptr = want_x ? dx.data() : nullptr;
                 void* dr_ptr = want_r ? dr.data() : nullptr;
-                run_on(dy.device(),
-                       [&] {
-                         kernels::cpu::batch_norm_backward_input(dy.dtype(), dy.data(), data_or_null(saved_y), x.data(), m,
-                                                                 c, mean.data(), invstd.data(), data_or_null(weight),
-                                                                 sum_dz.data(), sum_dz_xhat.data(), training, act, dx_ptr,
-                                                                 dr_ptr);
-                       },
-                       [&](kernels::Stream s) {
-                         CNN_IF_CUDA(kernels::cuda::batch_norm_backward_input(
-                             dy.dtype(), dy.data(), data_or_null(saved_y), x.data(), m, c, mean.data(), invstd.data(),
-                             data_or_null(weight), sum_dz.data(), sum_dz_xhat.data(), training, act, dx_ptr, dr_ptr,
-                             nullptr, s));
-                       });
+                CNN_KERNEL(dy.device(), batch_norm_backward_input, dy.dtype(), dy.data(), data_or_null(saved_y), x.data(),
+                           m, c, mean.data(), invstd.data(), data_or_null(weight), sum_dz.data(), sum_dz_xhat.data(),
+                           training, activation, dx_ptr, dr_ptr, nullptr);
                 out[0] = dx;
                 out[3] = dr;
               }

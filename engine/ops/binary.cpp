@@ -60,11 +60,7 @@ Tensor reduce_to_operand(const Tensor& full, const OperandLayout& layout, const 
   if (layout.index.mid == 1) return full.reshape(operand_shape);
   Tensor out = Tensor::empty(operand_shape, full.dtype(), full.device());
   const int64_t outer = layout.outer, mid = layout.index.mid, inner = layout.index.inner;
-  run_on(full.device(),
-         [&] { kernels::cpu::reduce_middle_sum(full.dtype(), full.data(), out.data(), outer, mid, inner, 1.0); },
-         [&](kernels::Stream s) {
-           CNN_IF_CUDA(kernels::cuda::reduce_middle_sum(full.dtype(), full.data(), out.data(), outer, mid, inner, 1.0, s));
-         });
+  CNN_KERNEL(full.device(), reduce_middle_sum, full.dtype(), full.data(), out.data(), outer, mid, inner, 1.0);
   return out;
 }
 
@@ -76,11 +72,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   const OperandLayout la = layout_of(name, a.shape(), out_shape), lb = layout_of(name, b.shape(), out_shape);
   Tensor y = Tensor::empty(out_shape, a.dtype(), a.device());
   const int64_t n = y.numel();
-  run_on(a.device(),
-         [&] { kernels::cpu::binary_forward(op, a.dtype(), a.data(), la.index, b.data(), lb.index, y.data(), n); },
-         [&](kernels::Stream s) {
-           CNN_IF_CUDA(kernels::cuda::binary_forward(op, a.dtype(), a.data(), la.index, b.data(), lb.index, y.data(), n, s));
-         });
+  CNN_KERNEL(a.device(), binary_forward, op, a.dtype(), a.data(), la.index, b.data(), lb.index, y.data(), n);
 
   const bool want_a = a.requires_grad(), want_b = b.requires_grad();
   if (op == BinaryOp::add || op == BinaryOp::sub) {
@@ -101,15 +93,8 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
     if (want_b) gb_full = Tensor::empty(gy.shape(), gy.dtype(), gy.device());
     void* ga = want_a ? ga_full.data() : nullptr;
     void* gb = want_b ? gb_full.data() : nullptr;
-    run_on(gy.device(),
-           [&] {
-             kernels::cpu::binary_backward(op, a.dtype(), a.data(), la.index, b.data(), lb.index, gy.data(), ga, gb,
-                                           gy.numel());
-           },
-           [&](kernels::Stream s) {
-             CNN_IF_CUDA(kernels::cuda::binary_backward(op, a.dtype(), a.data(), la.index, b.data(), lb.index,
-                                                        gy.data(), ga, gb, gy.numel(), s));
-           });
+    CNN_KERNEL(gy.device(), binary_backward, op, a.dtype(), a.data(), la.index, b.data(), lb.index, gy.data(), ga, gb,
+               gy.numel());
     std::vector<Tensor> grads(2);
     if (want_a) grads[0] = reduce_to_operand(ga_full, la, a.shape());
     if (want_b) grads[1] = reduce_to_operand(gb_full, lb, b.shape());
@@ -141,12 +126,7 @@ void add_(Tensor& a, const Tensor& b) {
   op_checks::same_device_dtype("add_", a, b);
   CNN_CHECK(a.shape() == b.shape(), "add_: in-place add needs equal shapes, got ", describe(a), " and ", describe(b));
   const BroadcastIndex same;
-  run_on(a.device(),
-         [&] { kernels::cpu::binary_forward(BinaryOp::add, a.dtype(), a.data(), same, b.data(), same, a.data(), a.numel()); },
-         [&](kernels::Stream s) {
-           CNN_IF_CUDA(kernels::cuda::binary_forward(BinaryOp::add, a.dtype(), a.data(), same, b.data(), same, a.data(),
-                                                     a.numel(), s));
-         });
+  CNN_KERNEL(a.device(), binary_forward, BinaryOp::add, a.dtype(), a.data(), same, b.data(), same, a.data(), a.numel());
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

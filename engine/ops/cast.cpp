@@ -12,8 +12,7 @@ Tensor cast(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
   Tensor y = Tensor::empty(x.shape(), dtype, x.device());
   const DType from = x.dtype();
-  run_on(x.device(), [&] { kernels::cpu::cast(from, x.data(), dtype, y.data(), x.numel()); },
-         [&](kernels::Stream s) { CNN_IF_CUDA(kernels::cuda::cast(from, x.data(), dtype, y.data(), x.numel(), s)); });
+  CNN_KERNEL(x.device(), cast, from, x.data(), dtype, y.data(), x.numel());
   if (is_floating(from) && is_floating(dtype))
     record_op("cast", {x}, {y}, [from](const std::vector<Tensor>& g) -> std::vector<Tensor> { return {cast(g[0], from)}; });
   return y;

@@ -11,12 +11,8 @@ namespace cnn {
 namespace {
 void copy_cols(const Tensor& src, int64_t src_ld, int64_t src_offset, Tensor& dst, int64_t dst_ld, int64_t dst_offset,
                int64_t rows, int64_t cols) {
-  run_on(src.device(),
-         [&] { kernels::cpu::copy_columns(src.dtype(), src.data(), src_ld, src_offset, dst.data(), dst_ld, dst_offset, rows, cols); },
-         [&](kernels::Stream s) {
-           CNN_IF_CUDA(kernels::cuda::copy_columns(src.dtype(), src.data(), src_ld, src_offset, dst.data(), dst_ld,
-                                                   dst_offset, rows, cols, s));
-         });
+  CNN_KERNEL(src.device(), copy_columns, src.dtype(), src.data(), src_ld, src_offset, dst.data(), dst_ld, dst_offset,
+             rows, cols);
 }
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include "engine/ops.h"
 #include "engine/ops/op_checks.h"
 #include "engine/tape.h"
+#include "kernels/common/window.h"
 #include "kernels/conv.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
@@ -30,8 +31,8 @@ ConvGeometry geometry(const Tensor& x, const Tensor& w, const Conv2dOptions& o) 
   g.dilation_h = o.dilation_h;
   g.dilation_w = o.dilation_w;
   g.groups = o.groups;
-  g.oh = (g.h + 2 * o.pad_h - o.dilation_h * (g.kh - 1) - 1) / o.stride_h + 1;
-  g.ow = (g.w + 2 * o.pad_w - o.dilation_w * (g.kw - 1) - 1) / o.stride_w + 1;
+  g.oh = window_output_size(g.h, g.kh, o.stride_h, o.pad_h, o.dilation_h, false);
+  g.ow = window_output_size(g.w, g.kw, o.stride_w, o.pad_w, o.dilation_w, false);
   return g;
 }
 
@@ -54,41 +55,53 @@ void check_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dO
   }
 }
 
-[[maybe_unused]] Tensor workspace(size_t bytes, const Device& device) {  // CUDA builds only
-  return Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, device);
+using kernels::cuda::ConvDirection;
+
+// What cuDNN needs for one convolution on a CUDA device: its handle, the algorithm policy and a
+// workspace for the algorithm chosen for (direction, dtype, geometry). Empty on the CPU.
+struct CudnnResources {
+  void* handle = nullptr;
+  kernels::ConvAlgoPolicy policy;
+  Tensor workspace;
+  void* workspace_data = nullptr;
+  size_t workspace_bytes = 0;
+};
+
+CudnnResources cudnn_resources([[maybe_unused]] ConvDirection direction, [[maybe_unused]] const ConvGeometry& g,
+                               const Tensor& t) {
+  CudnnResources r;
+  if (t.device().is_cpu()) return r;
+  const int index = t.device().index;
+  cuda::set_device(index);
+  r.handle = cuda::cudnn_handle(index);
+  r.policy = {cuda::cudnn_benchmark(), cuda::cudnn_deterministic()};
+  CNN_IF_CUDA(r.workspace_bytes = kernels::cuda::conv2d_workspace(direction, t.dtype(), g, r.policy, r.handle));
+  r.workspace = Tensor::empty({static_cast<int64_t>(r.workspace_bytes)}, DType::u8, t.device());
+  r.workspace_data = r.workspace.data();
+  return r;
 }
 
-using kernels::cuda::ConvDirection;
+Tensor conv_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w) {
+  Tensor y = Tensor::empty({g.n, g.oh, g.ow, g.o}, x.dtype(), x.device());
+  const CudnnResources r = cudnn_resources(ConvDirection::forward, g, x);
+  CNN_KERNEL(x.device(), conv2d_forward, x.dtype(), g, x.data(), w.data(), y.data(), r.workspace_data, r.workspace_bytes,
+             r.policy, r.handle);
+  return y;
+}
 
 Tensor conv_backward_data(const ConvGeometry& g, const Tensor& dy, const Tensor& w) {
   Tensor dx = Tensor::empty({g.n, g.h, g.w, g.c}, dy.dtype(), dy.device());
-  run_on(dy.device(), [&] { kernels::cpu::conv2d_backward_data(dy.dtype(), g, dy.data(), w.data(), dx.data()); },
-         [&](kernels::Stream s) {
-           CNN_IF_CUDA({
-             void* handle = cuda::cudnn_handle(dy.device().index);
-             const kernels::cuda::ConvAlgoPolicy policy{cuda::cudnn_benchmark(), cuda::cudnn_deterministic()};
-             const size_t bytes = kernels::cuda::conv2d_workspace(ConvDirection::backward_data, dy.dtype(), g, policy, handle);
-             Tensor ws = workspace(bytes, dy.device());
-             kernels::cuda::conv2d_backward_data(dy.dtype(), g, dy.data(), w.data(), dx.data(), ws.data(), bytes, policy,
-                                                 handle, s);
-           });
-         });
+  const CudnnResources r = cudnn_resources(ConvDirection::backward_data, g, dy);
+  CNN_KERNEL(dy.device(), conv2d_backward_data, dy.dtype(), g, dy.data(), w.data(), dx.data(), r.workspace_data,
+             r.workspace_bytes, r.policy, r.handle);
   return dx;
 }
 
 Tensor conv_backward_filter(const ConvGeometry& g, const Tensor& x, const Tensor& dy) {
   Tensor dw = Tensor::empty({g.o, g.kh, g.kw, g.group_in()}, dy.dtype(), dy.device());
-  run_on(dy.device(), [&] { kernels::cpu::conv2d_backward_filter(dy.dtype(), g, x.data(), dy.data(), dw.data()); },
-         [&](kernels::Stream s) {
-           CNN_IF_CUDA({
-             void* handle = cuda::cudnn_handle(dy.device().index);
-             const kernels::cuda::ConvAlgoPolicy policy{cuda::cudnn_benchmark(), cuda::cudnn_deterministic()};
-             const size_t bytes = kernels::cuda::conv2d_workspace(ConvDirection::backward_filter, dy.dtype(), g, policy, handle);
-             Tensor ws = workspace(bytes, dy.device());
-             kernels::cuda::conv2d_backward_filter(dy.dtype(), g, x.data(), dy.data(), dw.data(), ws.data(), bytes,
-                                                   policy, handle, s);
-           });
-         });
+  const CudnnResources r = cudnn_resources(ConvDirection::backward_filter, g, dy);
+  CNN_KERNEL(dy.device(), conv2d_backward_filter, dy.dtype(), g, x.data(), dy.data(), dw.data(), r.workspace_data,
+             r.workspace_bytes, r.policy, r.handle);
   return dw;
 }
 }  // namespace
@@ -98,27 +111,12 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
   const ConvGeometry g = geometry(x, weight, options);
   CNN_CHECK(g.oh > 0 && g.ow > 0, "conv2d: input ", describe(x), " is smaller than the dilated kernel ", describe(weight),
             " with padding ", options.pad_h, "x", options.pad_w, ": the output would be empty");
-  Tensor y = Tensor::empty({g.n, g.oh, g.ow, g.o}, x.dtype(), x.device());
-  run_on(x.device(), [&] { kernels::cpu::conv2d_forward(x.dtype(), g, x.data(), weight.data(), y.data()); },
-         [&](kernels::Stream s) {
-           CNN_IF_CUDA({
-             void* handle = cuda::cudnn_handle(x.device().index);
-             const kernels::cuda::ConvAlgoPolicy policy{cuda::cudnn_benchmark(), cuda::cudnn_deterministic()};
-             const size_t bytes = kernels::cuda::conv2d_workspace(ConvDirection::forward, x.dtype(), g, policy, handle);
-             Tensor ws = workspace(bytes, x.device());
-             kernels::cuda::conv2d_forward(x.dtype(), g, x.data(), weight.data(), y.data(), ws.data(), bytes, policy,
-                                           handle, s);
-           });
-         });
+  Tensor y = conv_forward(g, x, weight);
   const int64_t rows = g.n * g.oh * g.ow;
   if (bias.defined()) {
     const BroadcastIndex same, per_channel{rows, g.o};
-    run_on(x.device(),
-           [&] { kernels::cpu::binary_forward(BinaryOp::add, x.dtype(), y.data(), same, bias.data(), per_channel, y.data(), y.numel()); },
-           [&](kernels::Stream s) {
-             CNN_IF_CUDA(kernels::cuda::binary_forward(BinaryOp::add, x.dtype(), y.data(), same, bias.data(), per_channel,
-                                                       y.data(), y.numel(), s));
-           });
+    CNN_KERNEL(x.device(), binary_forward, BinaryOp::add, x.dtype(), y.data(), same, bias.data(), per_channel, y.data(),
+               y.numel());
   }
   const bool want_x = x.requires_grad(), want_w = weight.requires_grad(), want_b = bias.defined() && bias.requires_grad();
   record_op("conv2d", {x, weight, bias}, {y},

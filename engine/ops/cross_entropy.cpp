@@ -42,36 +42,19 @@ Tensor cross_entropy_impl(const char* op, const Tensor& logits, const Tensor& la
 
   Tensor logp = Tensor::empty(logits.shape(), acc, logits.device());
   Tensor row_loss = Tensor::empty({rows}, acc, logits.device());
-  run_on(logits.device(),
-         [&] {
-           kernels::cpu::cross_entropy_forward(logits.dtype(), logits.data(), targets, logp.data(), row_loss.data(), rows, cols);
-         },
-         [&](kernels::Stream s) {
-           CNN_IF_CUDA(kernels::cuda::cross_entropy_forward(logits.dtype(), logits.data(), targets, logp.data(),
-                                                            row_loss.data(), rows, cols, s));
-         });
+  CNN_KERNEL(logits.device(), cross_entropy_forward, logits.dtype(), logits.data(), targets, logp.data(), row_loss.data(),
+             rows, cols);
   Tensor loss = Tensor::empty({}, acc, logits.device());
   const double inv_rows = rows ? 1.0 / static_cast<double>(rows) : 0.0;
-  run_on(logits.device(),
-         [&] { kernels::cpu::reduce_middle_sum(acc, row_loss.data(), loss.data(), 1, rows, 1, inv_rows); },
-         [&](kernels::Stream s) {
-           CNN_IF_CUDA(kernels::cuda::reduce_middle_sum(acc, row_loss.data(), loss.data(), 1, rows, 1, inv_rows, s));
-         });
+  CNN_KERNEL(logits.device(), reduce_middle_sum, acc, row_loss.data(), loss.data(), 1, rows, 1, inv_rows);
 
   const DType dt = logits.dtype();
   record_op(op, {logits}, {loss},
             [logp, labels, soft, targets, dt, rows, cols, inv_rows](const std::vector<Tensor>& g) -> std::vector<Tensor> {
               Tensor glogits = Tensor::empty({rows, cols}, dt, logp.device());
               const Tensor gloss = g[0].to(logp.dtype());
-              run_on(logp.device(),
-                     [&] {
-                       kernels::cpu::cross_entropy_backward(dt, logp.data(), targets, gloss.data(), inv_rows,
-                                                            glogits.data(), rows, cols);
-                     },
-                     [&](kernels::Stream s) {
-                       CNN_IF_CUDA(kernels::cuda::cross_entropy_backward(dt, logp.data(), targets, gloss.data(), inv_rows,
-                                                                         glogits.data(), rows, cols, s));
-                     });
+              CNN_KERNEL(logp.device(), cross_entropy_backward, dt, logp.data(), targets, gloss.data(), inv_rows,
+                         glogits.data(), rows, cols);
               return {glogits};
             });
   return loss;

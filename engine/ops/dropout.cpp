@@ -13,17 +13,8 @@ namespace {
 Tensor apply_mask(const Tensor& x, bool per_row, double p, uint64_t seed, uint64_t offset) {
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   const int64_t rows = x.dim() ? x.size(0) : 1, row_size = rows ? x.numel() / rows : 0;
-  run_on(x.device(),
-         [&] {
-           if (per_row) kernels::cpu::drop_path(x.dtype(), x.data(), y.data(), rows, row_size, p, seed, offset);
-           else kernels::cpu::dropout(x.dtype(), x.data(), y.data(), x.numel(), p, seed, offset);
-         },
-         [&](kernels::Stream s) {
-           CNN_IF_CUDA({
-             if (per_row) kernels::cuda::drop_path(x.dtype(), x.data(), y.data(), rows, row_size, p, seed, offset, s);
-             else kernels::cuda::dropout(x.dtype(), x.data(), y.data(), x.numel(), p, seed, offset, s);
-           });
-         });
+  if (per_row) CNN_KERNEL(x.device(), drop_path, x.dtype(), x.data(), y.data(), rows, row_size, p, seed, offset);
+  else CNN_KERNEL(x.device(), dropout, x.dtype(), x.data(), y.data(), x.numel(), p, seed, offset);
   return y;
 }
 

@@ -11,6 +11,22 @@
 namespace cnn {
 
 namespace {
+// What cuBLAS needs for a GEMM on a CUDA device: its handle and the workspace of the device's current
+// stream. Empty on the CPU.
+struct CublasResources {
+  void* handle = nullptr;
+  cuda::Workspace workspace;
+};
+
+CublasResources cublas_resources(const Device& device) {
+  CublasResources r;
+  if (device.is_cpu()) return r;
+  cuda::set_device(device.index);
+  r.workspace = cuda::cublas_workspace(device.index);
+  r.handle = cuda::cublas_handle(device.index);
+  return r;
+}
+
 // out[m, n] = op(a) op(b) (+ out when accumulate) for 2-D row-major a and b.
 void gemm_into(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out, bool accumulate = false) {
   kernels::GemmShape shape;
@@ -23,14 +39,9 @@ void gemm_into(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Ten
   shape.ldb = b.size(1);
   shape.ldc = out.size(1);
   const double beta = accumulate ? 1.0 : 0.0;
-  run_on(a.device(), [&] { kernels::cpu::gemm(a.dtype(), shape, 1.0, a.data(), b.data(), beta, out.data()); },
-         [&](kernels::Stream s) {
-           CNN_IF_CUDA({
-             const cuda::Workspace ws = cuda::cublas_workspace(a.device().index);
-             kernels::cuda::gemm(a.dtype(), shape, 1.0, a.data(), b.data(), beta, out.data(),
-                                 cuda::cublas_handle(a.device().index), ws.data, ws.bytes, s);
-           });
-         });
+  const CublasResources r = cublas_resources(a.device());
+  CNN_KERNEL(a.device(), gemm, a.dtype(), shape, 1.0, a.data(), b.data(), beta, out.data(), r.handle, r.workspace.data,
+             r.workspace.bytes);
 }
 
 Tensor gemm_new(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b) {
@@ -72,11 +83,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (bias.defined()) {
     // Start from the bias in every row; the GEMM accumulates the product into it.
     const int64_t batch = rows.size(0);
-    run_on(x.device(),
-           [&] { kernels::cpu::expand_middle(x.dtype(), bias.data(), y2.data(), 1, batch, out_features, 1.0); },
-           [&](kernels::Stream s) {
-             CNN_IF_CUDA(kernels::cuda::expand_middle(x.dtype(), bias.data(), y2.data(), 1, batch, out_features, 1.0, s));
-           });
+    CNN_KERNEL(x.device(), expand_middle, x.dtype(), bias.data(), y2.data(), 1, batch, out_features, 1.0);
   }
   gemm_into(rows, false, weight, true, y2, /*accumulate=*/bias.defined());
   std::vector<int64_t> out_dims = x.shape().to_vector();

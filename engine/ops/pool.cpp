@@ -6,19 +6,13 @@
 #include "engine/ops.h"
 #include "engine/ops/op_checks.h"
 #include "engine/tape.h"
+#include "kernels/common/window.h"
 #include "kernels/pool.h"
 
 namespace cnn {
 
 namespace {
 using kernels::PoolGeometry;
-
-int64_t pooled_size(int64_t in, int kernel, int stride, int pad, bool ceil_mode) {
-  const int64_t span = in + 2 * pad - kernel;
-  int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;  // the last window must start inside the input or left padding
-  return out;
-}
 
 PoolGeometry base_geometry(const char* op, const Tensor& x) {
   op_checks::floating(op, x);
@@ -45,8 +39,8 @@ PoolGeometry window_geometry(const char* op, const Tensor& x, const Pool2dOption
   g.pad_h = o.pad_h;
   g.pad_w = o.pad_w;
   g.count_include_pad = o.count_include_pad;
-  g.oh = pooled_size(g.h, o.kernel_h, o.stride_h, o.pad_h, o.ceil_mode);
-  g.ow = pooled_size(g.w, o.kernel_w, o.stride_w, o.pad_w, o.ceil_mode);
+  g.oh = window_output_size(g.h, o.kernel_h, o.stride_h, o.pad_h, 1, o.ceil_mode);
+  g.ow = window_output_size(g.w, o.kernel_w, o.stride_w, o.pad_w, 1, o.ceil_mode);
   CNN_CHECK(g.oh > 0 && g.ow > 0, op, ": input ", describe(x), " is smaller than the ", o.kernel_h, "x", o.kernel_w,
             " window");
   return g;
@@ -54,14 +48,12 @@ PoolGeometry window_geometry(const char* op, const Tensor& x, const Pool2dOption
 
 Tensor avg_pool_impl(const char* op, const Tensor& x, const PoolGeometry& g) {
   Tensor y = Tensor::empty({g.n, g.oh, g.ow, g.c}, x.dtype(), x.device());
-  run_on(x.device(), [&] { kernels::cpu::avg_pool2d_forward(x.dtype(), g, x.data(), y.data()); },
-         [&](kernels::Stream s) { CNN_IF_CUDA(kernels::cuda::avg_pool2d_forward(x.dtype(), g, x.data(), y.data(), s)); });
+  CNN_KERNEL(x.device(), avg_pool2d_forward, x.dtype(), g, x.data(), y.data());
   const Shape in_shape = x.shape();
   record_op(op, {x}, {y}, [g, in_shape](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
     const Tensor& dy = grads[0];
     Tensor dx = Tensor::empty(in_shape, dy.dtype(), dy.device());
-    run_on(dy.device(), [&] { kernels::cpu::avg_pool2d_backward(dy.dtype(), g, dy.data(), dx.data()); },
-           [&](kernels::Stream s) { CNN_IF_CUDA(kernels::cuda::avg_pool2d_backward(dy.dtype(), g, dy.data(), dx.data(), s)); });
+    CNN_KERNEL(dy.device(), avg_pool2d_backward, dy.dtype(), g, dy.data(), dx.data());
     return {dx};
   });
   return y;
@@ -72,20 +64,13 @@ Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
   const PoolGeometry g = window_geometry("max_pool2d", x, options);
   Tensor y = Tensor::empty({g.n, g.oh, g.ow, g.c}, x.dtype(), x.device());
   Tensor argmax = Tensor::empty({g.n, g.oh, g.ow, g.c}, DType::i32, x.device());
-  run_on(x.device(),
-         [&] { kernels::cpu::max_pool2d_forward(x.dtype(), g, x.data(), y.data(), argmax.data_as<int32_t>()); },
-         [&](kernels::Stream s) {
-           CNN_IF_CUDA(kernels::cuda::max_pool2d_forward(x.dtype(), g, x.data(), y.data(), argmax.data_as<int32_t>(), s));
-         });
+  CNN_KERNEL(x.device(), max_pool2d_forward, x.dtype(), g, x.data(), y.data(), argmax.data_as<int32_t>());
   const Shape in_shape = x.shape();
   record_op("max_pool2d", {x}, {y}, [g, in_shape, argmax](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
     const Tensor& dy = grads[0];
     Tensor dx = Tensor::empty(in_shape, dy.dtype(), dy.device());
     const int32_t* idx = argmax.data_as<int32_t>();
-    run_on(dy.device(), [&] { kernels::cpu::max_pool2d_backward(dy.dtype(), g, dy.data(), idx, dx.data()); },
-           [&](kernels::Stream s) {
-             CNN_IF_CUDA(kernels::cuda::max_pool2d_backward(dy.dtype(), g, dy.data(), idx, dx.data(), s));
-           });
+    CNN_KERNEL(dy.device(), max_pool2d_backward, dy.dtype(), g, dy.data(), idx, dx.data());
     return {dx};
   });
   return y;

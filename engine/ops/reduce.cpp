@@ -40,17 +40,11 @@ int64_t product(const Shape& s, int first, int last) {
 }
 
 void middle_sum(const Tensor& in, Tensor& out, int64_t outer, int64_t mid, int64_t inner, double scale) {
-  run_on(in.device(), [&] { kernels::cpu::reduce_middle_sum(in.dtype(), in.data(), out.data(), outer, mid, inner, scale); },
-         [&](kernels::Stream s) {
-           CNN_IF_CUDA(kernels::cuda::reduce_middle_sum(in.dtype(), in.data(), out.data(), outer, mid, inner, scale, s));
-         });
+  CNN_KERNEL(in.device(), reduce_middle_sum, in.dtype(), in.data(), out.data(), outer, mid, inner, scale);
 }
 
 void middle_expand(const Tensor& in, Tensor& out, int64_t outer, int64_t mid, int64_t inner, double scale) {
-  run_on(in.device(), [&] { kernels::cpu::expand_middle(in.dtype(), in.data(), out.data(), outer, mid, inner, scale); },
-         [&](kernels::Stream s) {
-           CNN_IF_CUDA(kernels::cuda::expand_middle(in.dtype(), in.data(), out.data(), outer, mid, inner, scale, s));
-         });
+  CNN_KERNEL(in.device(), expand_middle, in.dtype(), in.data(), out.data(), outer, mid, inner, scale);
 }
 
 // The shape with the axes of `runs` set to 1.
@@ -137,11 +131,7 @@ std::pair<Tensor, Tensor> max_last(const Tensor& x) {
   const Shape out_shape(out_dims);
   Tensor values = Tensor::empty(out_shape, x.dtype(), x.device());
   Tensor indices = Tensor::empty(out_shape, DType::i64, x.device());
-  run_on(x.device(),
-         [&] { kernels::cpu::max_last(x.dtype(), x.data(), values.data(), indices.data_as<int64_t>(), rows, cols); },
-         [&](kernels::Stream s) {
-           CNN_IF_CUDA(kernels::cuda::max_last(x.dtype(), x.data(), values.data(), indices.data_as<int64_t>(), rows, cols, s));
-         });
+  CNN_KERNEL(x.device(), max_last, x.dtype(), x.data(), values.data(), indices.data_as<int64_t>(), rows, cols);
   const Shape in_shape = x.shape();
   record_op("max_last", {x}, {values, indices},
             [indices, in_shape, rows, cols](const std::vector<Tensor>& g) -> std::vector<Tensor> {
@@ -149,11 +139,7 @@ std::pair<Tensor, Tensor> max_last(const Tensor& x) {
               if (!gy.defined()) return {Tensor()};
               Tensor gx = Tensor::empty(in_shape, gy.dtype(), gy.device());
               const int64_t* idx = indices.data_as<int64_t>();
-              run_on(gy.device(),
-                     [&] { kernels::cpu::max_last_backward(gy.dtype(), gy.data(), idx, gx.data(), rows, cols); },
-                     [&](kernels::Stream s) {
-                       CNN_IF_CUDA(kernels::cuda::max_last_backward(gy.dtype(), gy.data(), idx, gx.data(), rows, cols, s));
-                     });
+              CNN_KERNEL(gy.device(), max_last_backward, gy.dtype(), gy.data(), idx, gx.data(), rows, cols);
               return {gx};
             });
   return {values, indices};

@@ -14,20 +14,13 @@ Tensor softmax_impl(const char* op, const Tensor& x, bool log) {
   CNN_CHECK(x.dim() >= 1 && x.size(-1) > 0, op, ": needs a non-empty last axis, got ", describe(x));
   const int64_t cols = x.size(-1), rows = x.numel() / cols;
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  run_on(x.device(), [&] { kernels::cpu::softmax_forward(x.dtype(), x.data(), y.data(), rows, cols, log); },
-         [&](kernels::Stream s) {
-           CNN_IF_CUDA(kernels::cuda::softmax_forward(x.dtype(), x.data(), y.data(), rows, cols, log, s));
-         });
+  CNN_KERNEL(x.device(), softmax_forward, x.dtype(), x.data(), y.data(), rows, cols, log);
   // The rule keeps a detached handle to y: capturing y itself would keep its autograd identity alive.
   const Tensor saved = y.detach();
   record_op(op, {x}, {y}, [saved, rows, cols, log](const std::vector<Tensor>& g) -> std::vector<Tensor> {
     Tensor gx = Tensor::empty(saved.shape(), saved.dtype(), saved.device());
     const Tensor& gy = g[0];
-    run_on(gy.device(),
-           [&] { kernels::cpu::softmax_backward(gy.dtype(), saved.data(), gy.data(), gx.data(), rows, cols, log); },
-           [&](kernels::Stream s) {
-             CNN_IF_CUDA(kernels::cuda::softmax_backward(gy.dtype(), saved.data(), gy.data(), gx.data(), rows, cols, log, s));
-           });
+    CNN_KERNEL(gy.device(), softmax_backward, gy.dtype(), saved.data(), gy.data(), gx.data(), rows, cols, log);
     return {gx};
   });
   return y;

@@ -13,10 +13,7 @@ Tensor transpose_last2(const Tensor& x) {
   op_checks::rank("transpose_last2", x, 3, "the input [B, M, N]");
   const int64_t batch = x.size(0), rows = x.size(1), cols = x.size(2);
   Tensor y = Tensor::empty({batch, cols, rows}, x.dtype(), x.device());
-  run_on(x.device(), [&] { kernels::cpu::transpose_batched(x.dtype(), x.data(), y.data(), batch, rows, cols); },
-         [&](kernels::Stream s) {
-           CNN_IF_CUDA(kernels::cuda::transpose_batched(x.dtype(), x.data(), y.data(), batch, rows, cols, s));
-         });
+  CNN_KERNEL(x.device(), transpose_batched, x.dtype(), x.data(), y.data(), batch, rows, cols);
   if (is_floating(x.dtype()))
     record_op("transpose_last2", {x}, {y},
               [](const std::vector<Tensor>& g) -> std::vector<Tensor> { return {transpose_last2(g[0])}; });

@@ -11,20 +11,14 @@ namespace cnn {
 namespace {
 Tensor unary_backward(UnaryOp op, const Tensor& x, const Tensor& gy, double p0) {
   Tensor gx = Tensor::empty(x.shape(), x.dtype(), x.device());
-  run_on(x.device(), [&] { kernels::cpu::unary_backward(op, x.dtype(), x.data(), gy.data(), gx.data(), x.numel(), p0); },
-         [&](kernels::Stream s) {
-           CNN_IF_CUDA(kernels::cuda::unary_backward(op, x.dtype(), x.data(), gy.data(), gx.data(), x.numel(), p0, s));
-         });
+  CNN_KERNEL(x.device(), unary_backward, op, x.dtype(), x.data(), gy.data(), gx.data(), x.numel(), p0);
   return gx;
 }
 
 Tensor unary(const char* name, UnaryOp op, const Tensor& x, double p0 = 0.0, double p1 = 0.0) {
   op_checks::floating(name, x);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  run_on(x.device(), [&] { kernels::cpu::unary_forward(op, x.dtype(), x.data(), y.data(), x.numel(), p0, p1); },
-         [&](kernels::Stream s) {
-           CNN_IF_CUDA(kernels::cuda::unary_forward(op, x.dtype(), x.data(), y.data(), x.numel(), p0, p1, s));
-         });
+  CNN_KERNEL(x.device(), unary_forward, op, x.dtype(), x.data(), y.data(), x.numel(), p0, p1);
   record_op(name, {x}, {y}, [op, x, p0](const std::vector<Tensor>& g) -> std::vector<Tensor> {
     return {unary_backward(op, x, g[0], p0)};
   });
@@ -32,19 +26,16 @@ Tensor unary(const char* name, UnaryOp op, const Tensor& x, double p0 = 0.0, dou
 }
 }  // namespace
 
-Tensor relu(const Tensor& x) { return unary("relu", UnaryOp::relu, x); }
-Tensor silu(const Tensor& x) { return unary("silu", UnaryOp::silu, x); }
-Tensor sigmoid(const Tensor& x) { return unary("sigmoid", UnaryOp::sigmoid, x); }
-Tensor tanh(const Tensor& x) { return unary("tanh", UnaryOp::tanh, x); }
+// relu, silu, sigmoid, ...: one function per entry of CNN_UNARY_OPS (kernels/common/elementwise_math.h).
+#define CNN_DEFINE_UNARY_OP(op, domain) \
+  Tensor op(const Tensor& x) { return unary(#op, UnaryOp::op, x); }
+CNN_UNARY_OPS(CNN_DEFINE_UNARY_OP)
+#undef CNN_DEFINE_UNARY_OP
+
 Tensor gelu(const Tensor& x, GeluApproximation approximation) {
   return approximation == GeluApproximation::tanh ? unary("gelu_tanh", UnaryOp::gelu_tanh, x)
                                                   : unary("gelu", UnaryOp::gelu_erf, x);
 }
-Tensor exp(const Tensor& x) { return unary("exp", UnaryOp::exp, x); }
-Tensor log(const Tensor& x) { return unary("log", UnaryOp::log, x); }
-Tensor neg(const Tensor& x) { return unary("neg", UnaryOp::neg, x); }
-Tensor abs(const Tensor& x) { return unary("abs", UnaryOp::abs, x); }
-Tensor sqrt(const Tensor& x) { return unary("sqrt", UnaryOp::sqrt, x); }
 Tensor pow(const Tensor& x, double exponent) { return unary("pow", UnaryOp::pow, x, exponent); }
 Tensor affine(const Tensor& x, double scale, double shift) { return unary("affine", UnaryOp::affine, x, scale, shift); }
 Tensor scale(const Tensor& x, double factor) { return affine(x, factor, 0.0); }

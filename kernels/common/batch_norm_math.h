@@ -5,19 +5,32 @@
 
 namespace cnn {
 
+// The normalised input.
+template <class A>
+CNN_HD A batch_norm_xhat(A x, A mean, A invstd) {
+  return (x - mean) * invstd;
+}
+
 // Output of the affine normalisation plus the fused activation.
 template <class A>
-CNN_HD A batch_norm_output(A x, A mean, A invstd, A weight, A bias, A residual, kernels::BatchNormAct act) {
-  A y = (x - mean) * invstd * weight + bias;
-  if (act == kernels::BatchNormAct::add_relu) y += residual;
-  if (act != kernels::BatchNormAct::none && y < A(0)) y = A(0);
+CNN_HD A batch_norm_output(A x, A mean, A invstd, A weight, A bias, A residual, BatchNormActivation act) {
+  A y = batch_norm_xhat(x, mean, invstd) * weight + bias;
+  if (act == BatchNormActivation::add_relu) y += residual;
+  if (act != BatchNormActivation::none && y < A(0)) y = A(0);
   return y;
 }
 
-// Gradient reaching the normalisation: dy, masked where the fused relu clamped (y == 0).
+// Gradient reaching the normalisation through the fused relu: dy where the output y is positive,
+// zero where the relu clamped (y == 0).
 template <class A>
-CNN_HD A batch_norm_masked_grad(A dy, A y, kernels::BatchNormAct act) {
-  return act != kernels::BatchNormAct::none && !(y > A(0)) ? A(0) : dy;
+CNN_HD A batch_norm_relu_grad(A dy, A y) {
+  return y > A(0) ? dy : A(0);
+}
+
+// The same for any fused activation: dy unchanged without one.
+template <class A>
+CNN_HD A batch_norm_masked_grad(A dy, A y, BatchNormActivation act) {
+  return act != BatchNormActivation::none ? batch_norm_relu_grad(dy, y) : dy;
 }
 
 template <class A>

@@ -8,11 +8,40 @@
 
 namespace cnn {
 
-enum class UnaryOp : uint8_t {
-  relu, silu, sigmoid, tanh, gelu_tanh, gelu_erf, exp, log, neg, abs, sqrt,
-  pow,     // x^p0
-  affine,  // p0 * x + p1 (scale and shift by scalars)
+// Where a unary op's input may lie; the tests draw their inputs from there.
+enum class UnaryDomain : uint8_t {
+  real,          // smooth on the whole line
+  positive,      // defined (or smooth) for x > 0 only
+  kink_at_zero,  // defined everywhere, not differentiable at 0
 };
+
+// The unary ops, one line each: X(op, domain). Adding a parameterless op: a line here, its two
+// cases in unary_forward_value and unary_backward_value below (the switches have no default, so a
+// missing case does not compile), its declaration in engine/ops.h and its row in docs/engine.md.
+// Its public function, its gradient check, its CPU-vs-CUDA agreement test and its emulated-kernel
+// test all come from this list.
+//
+// The parameterless ops: each is the public function cnn::op(x), defined in engine/ops/unary.cpp.
+#define CNN_UNARY_OPS(X) \
+  X(relu, kink_at_zero)  \
+  X(silu, real)          \
+  X(sigmoid, real)       \
+  X(tanh, real)          \
+  X(exp, real)           \
+  X(log, positive)       \
+  X(neg, real)           \
+  X(abs, kink_at_zero)   \
+  X(sqrt, positive)
+// The ops reached through a public function with arguments (engine/ops.h).
+#define CNN_UNARY_OPS_WITH_ARGUMENTS(X) \
+  X(gelu_erf, real)  /* gelu(x), gelu(x, GeluApproximation::none) */ \
+  X(gelu_tanh, real) /* gelu(x, GeluApproximation::tanh) */          \
+  X(pow, positive)   /* pow(x, p0): x^p0 */                          \
+  X(affine, real)    /* affine(x, p0, p1) = p0 * x + p1; scale, shift */
+
+#define CNN_UNARY_ENUMERATOR(op, domain) op,
+enum class UnaryOp : uint8_t { CNN_UNARY_OPS(CNN_UNARY_ENUMERATOR) CNN_UNARY_OPS_WITH_ARGUMENTS(CNN_UNARY_ENUMERATOR) };
+#undef CNN_UNARY_ENUMERATOR
 
 enum class BinaryOp : uint8_t { add, sub, mul, div };
 

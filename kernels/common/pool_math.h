@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/common/half.h"
 #include "kernels/common/host_device.h"
 #include "kernels/pool.h"
 
@@ -38,10 +39,27 @@ CNN_HD PoolWindow pool_window(const kernels::PoolGeometry& g, int64_t oh, int64_
   return win;
 }
 
-// A range of output rows (or columns) that contains every window covering input index i; callers
-// still check membership with pool_window.
-CNN_HD void pool_outputs_covering(int64_t i, int64_t in, int64_t out, int kernel, int stride, int pad, bool adaptive,
-                                  int64_t& lo, int64_t& hi) {
+// Average pooling of channel c of image n of x [N, H, W, C] over `win`: the window's sum, in
+// row-major order, divided by its divisor.
+template <class T>
+CNN_HD compute_t<T> pool_window_mean(const kernels::PoolGeometry& g, const PoolWindow& win, const T* x, int64_t n,
+                                     int64_t c) {
+  using C = compute_t<T>;
+  C acc = 0;
+  for (int64_t iy = win.h0; iy < win.h1; ++iy)
+    for (int64_t ix = win.w0; ix < win.w1; ++ix) acc += to_compute(x[((n * g.h + iy) * g.w + ix) * g.c + c]);
+  return acc / static_cast<C>(win.divisor);
+}
+
+// Whether input pixel (iy, ix) lies in the (clipped) window `win`.
+CNN_HD bool pool_window_contains(const PoolWindow& win, int64_t iy, int64_t ix) {
+  return iy >= win.h0 && iy < win.h1 && ix >= win.w0 && ix < win.w1;
+}
+
+// A range of output rows (or columns) that contains every window covering input index i along one
+// axis; callers still check membership with pool_window_contains.
+CNN_HD void pool_outputs_covering_axis(int64_t i, int64_t in, int64_t out, int kernel, int stride, int pad,
+                                       bool adaptive, int64_t& lo, int64_t& hi) {
   if (adaptive) {
     lo = (i * out) / in - 1;
     hi = ((i + 1) * out + in - 1) / in + 1;
@@ -51,6 +69,32 @@ CNN_HD void pool_outputs_covering(int64_t i, int64_t in, int64_t out, int kernel
   }
   if (lo < 0) lo = 0;
   if (hi > out) hi = out;
+}
+
+// The outputs [oy0, oy1) x [ox0, ox1) among which lie all windows that cover input pixel (iy, ix).
+struct PoolOutputRange {
+  int64_t oy0, oy1, ox0, ox1;
+};
+
+CNN_HD PoolOutputRange pool_outputs_covering(const kernels::PoolGeometry& g, int64_t iy, int64_t ix) {
+  PoolOutputRange r;
+  pool_outputs_covering_axis(iy, g.h, g.oh, g.kh, g.stride_h, g.pad_h, g.adaptive, r.oy0, r.oy1);
+  pool_outputs_covering_axis(ix, g.w, g.ow, g.kw, g.stride_w, g.pad_w, g.adaptive, r.ox0, r.ox1);
+  return r;
+}
+
+// Flat NHWC positions of the element loops: (n, y, x, c) of element i of an [n, h, w, c] tensor.
+struct PixelIndex {
+  int64_t n, y, x, c;
+};
+
+CNN_HD PixelIndex pixel_index(int64_t i, int64_t h, int64_t w, int64_t c) {
+  PixelIndex p;
+  p.c = i % c;
+  p.x = (i / c) % w;
+  p.y = (i / (c * w)) % h;
+  p.n = i / (c * w * h);
+  return p;
 }
 
 }  // namespace cnn

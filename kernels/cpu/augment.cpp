@@ -33,14 +33,14 @@ void crop_flip_normalize_typed(const uint8_t* in, int64_t n, const CropFlipParam
 }  // namespace
 
 void crop_flip_normalize(const uint8_t* in, int64_t n, const CropFlipParams& params, const NormalizeParams& norm,
-                         DType out_dt, void* out) {
+                         DType out_dt, void* out, Stream) {
   dispatch_augment_output(out_dt, [&](auto tag) {
     using T = decltype(tag);
     crop_flip_normalize_typed(in, n, params, norm, static_cast<T*>(out));
   });
 }
 
-void mixup(DType dt, void* x, int64_t n, int64_t sample_elems, float lam) {
+void mixup(DType dt, void* x, int64_t n, int64_t sample_elems, float lam, Stream) {
   const int64_t pairs = n / 2;
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < pairs; ++k)
@@ -53,7 +53,7 @@ void mixup(DType dt, void* x, int64_t n, int64_t sample_elems, float lam) {
     }
 }
 
-void cutmix(DType dt, void* x, int64_t n, int h, int w, int c, CutBox box) {
+void cutmix(DType dt, void* x, int64_t n, int h, int w, int c, CutBox box, Stream) {
   const int64_t pairs = n / 2, sample = static_cast<int64_t>(h) * w * c;
   const int64_t element = dtype_size(dt);
   auto* bytes = static_cast<uint8_t*>(x);
@@ -67,7 +67,7 @@ void cutmix(DType dt, void* x, int64_t n, int h, int w, int c, CutBox box) {
     }
 }
 
-void mix_targets(const int64_t* labels, int64_t n, int64_t classes, float lam, float smoothing, float* targets) {
+void mix_targets(const int64_t* labels, int64_t n, int64_t classes, float lam, float smoothing, float* targets, Stream) {
   const float off = smoothing / static_cast<float>(classes), on = 1.0f - smoothing + off;
   for (int64_t k = 0; k < n; ++k)
     for (int64_t j = 0; j < classes; ++j) {

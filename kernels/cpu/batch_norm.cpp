@@ -23,7 +23,8 @@ std::vector<A> channel_values(const void* p, int64_t c, A fallback) {
 }
 }  // namespace
 
-void batch_norm_stats(DType dt, const void* x, int64_t m, int64_t c, void* mean_out, void* var_out) {
+void batch_norm_stats(DType dt, const void* x, int64_t m, int64_t c, void* mean_out, void* var_out, void* /*workspace*/,
+                      Stream) {
   dispatch_floating(dt, "batch_norm_stats", [&](auto tag) {
     using T = decltype(tag);
     using A = compute_t<T>;
@@ -44,7 +45,8 @@ void batch_norm_stats(DType dt, const void* x, int64_t m, int64_t c, void* mean_
 }
 
 void batch_norm_forward(DType dt, const void* x, int64_t m, int64_t c, const void* mean, const void* invstd,
-                        const void* weight, const void* bias, const void* residual, BatchNormAct act, void* y) {
+                        const void* weight, const void* bias, const void* residual, BatchNormActivation act, void* y,
+                        void* /*workspace*/, Stream) {
   dispatch_floating(dt, "batch_norm_forward", [&](auto tag) {
     using T = decltype(tag);
     using A = compute_t<T>;
@@ -75,9 +77,9 @@ void backward_reduce_rows(const T* dy, const T* y, const T* x, int64_t m, int64_
     for (int64_t ch = 0; ch < c; ++ch) {
       const int64_t i = r * c + ch;
       A dz = to_compute(dy[i]);
-      if constexpr (kMasked) dz = to_compute(y[i]) > A(0) ? dz : A(0);
+      if constexpr (kMasked) dz = batch_norm_relu_grad<A>(dz, to_compute(y[i]));
       sum_dz[ch] += dz;
-      sum_dz_xhat[ch] += dz * ((to_compute(x[i]) - mu[ch]) * inv[ch]);
+      sum_dz_xhat[ch] += dz * batch_norm_xhat<A>(to_compute(x[i]), mu[ch], inv[ch]);
     }
 }
 
@@ -92,10 +94,10 @@ void backward_input_rows(const T* dy, const T* y, const T* x, int64_t m, int64_t
     for (int64_t ch = 0; ch < c; ++ch) {
       const int64_t i = r * c + ch;
       A dz = to_compute(dy[i]);
-      if constexpr (kMasked) dz = to_compute(y[i]) > A(0) ? dz : A(0);
+      if constexpr (kMasked) dz = batch_norm_relu_grad<A>(dz, to_compute(y[i]));
       if (dresidual) dresidual[i] = from_compute<T>(dz);
       if (dx) {
-        const A xhat = (to_compute(x[i]) - mu[ch]) * inv[ch];
+        const A xhat = batch_norm_xhat<A>(to_compute(x[i]), mu[ch], inv[ch]);
         dx[i] = from_compute<T>(batch_norm_input_grad<A>(dz, xhat, inv[ch], w[ch], s1[ch], s2[ch], inv_m, kTraining));
       }
     }
@@ -103,8 +105,8 @@ void backward_input_rows(const T* dy, const T* y, const T* x, int64_t m, int64_t
 }  // namespace
 
 void batch_norm_backward_reduce(DType dt, const void* dy, const void* y, const void* x, int64_t m, int64_t c,
-                                const void* mean, const void* invstd, BatchNormAct act, void* sum_dz_out,
-                                void* sum_dz_xhat_out) {
+                                const void* mean, const void* invstd, BatchNormActivation act, void* sum_dz_out,
+                                void* sum_dz_xhat_out, void* /*workspace*/, Stream) {
   dispatch_floating(dt, "batch_norm_backward_reduce", [&](auto tag) {
     using T = decltype(tag);
     using A = compute_t<T>;
@@ -114,7 +116,7 @@ void batch_norm_backward_reduce(DType dt, const void* dy, const void* y, const v
     std::fill(sum_dz_xhat, sum_dz_xhat + c, A(0));
     const std::vector<A> mu = channel_values<A>(mean, c, A(0)), inv = channel_values<A>(invstd, c, A(1));
     const T *dys = static_cast<const T*>(dy), *ys = static_cast<const T*>(y), *xs = static_cast<const T*>(x);
-    if (act != BatchNormAct::none)
+    if (act != BatchNormActivation::none)
       backward_reduce_rows<T, true>(dys, ys, xs, m, c, mu.data(), inv.data(), sum_dz, sum_dz_xhat);
     else
       backward_reduce_rows<T, false>(dys, ys, xs, m, c, mu.data(), inv.data(), sum_dz, sum_dz_xhat);
@@ -123,7 +125,8 @@ void batch_norm_backward_reduce(DType dt, const void* dy, const void* y, const v
 
 void batch_norm_backward_input(DType dt, const void* dy, const void* y, const void* x, int64_t m, int64_t c,
                                const void* mean, const void* invstd, const void* weight, const void* sum_dz,
-                               const void* sum_dz_xhat, bool training, BatchNormAct act, void* dx, void* dresidual) {
+                               const void* sum_dz_xhat, bool training, BatchNormActivation act, void* dx,
+                               void* dresidual, void* /*workspace*/, Stream) {
   dispatch_floating(dt, "batch_norm_backward_input", [&](auto tag) {
     using T = decltype(tag);
     using A = compute_t<T>;
@@ -132,7 +135,7 @@ void batch_norm_backward_input(DType dt, const void* dy, const void* y, const vo
                          s2 = channel_values<A>(sum_dz_xhat, c, A(0));
     const T *dys = static_cast<const T*>(dy), *ys = static_cast<const T*>(y), *xs = static_cast<const T*>(x);
     T *dxs = static_cast<T*>(dx), *drs = static_cast<T*>(dresidual);
-    const bool masked = act != BatchNormAct::none;
+    const bool masked = act != BatchNormActivation::none;
     auto run = [&](auto masked_tag, auto training_tag) {
       backward_input_rows<T, decltype(masked_tag)::value, decltype(training_tag)::value>(
           dys, ys, xs, m, c, mu.data(), inv.data(), w.data(), s1.data(), s2.data(), dxs, drs);

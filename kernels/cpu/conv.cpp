@@ -297,17 +297,20 @@ struct BackwardFilter {
 
 int64_t set_im2col_budget_bytes(int64_t bytes) { return column_budget_bytes.exchange(bytes); }
 
-void conv2d_forward(DType dt, const ConvGeometry& g, const void* x, const void* weight, void* y) {
+void conv2d_forward(DType dt, const ConvGeometry& g, const void* x, const void* weight, void* y, void* /*workspace*/,
+                    size_t, ConvAlgoPolicy, void* /*cudnn_handle*/, Stream) {
   run_typed<Forward>(dt, "conv2d_forward", x, g.n * g.h * g.w * g.c, weight, g.o * g.kh * g.kw * g.group_in(), y,
                      g.n * g.oh * g.ow * g.o, g);
 }
 
-void conv2d_backward_data(DType dt, const ConvGeometry& g, const void* dy, const void* weight, void* dx) {
+void conv2d_backward_data(DType dt, const ConvGeometry& g, const void* dy, const void* weight, void* dx,
+                          void* /*workspace*/, size_t, ConvAlgoPolicy, void* /*cudnn_handle*/, Stream) {
   run_typed<BackwardData>(dt, "conv2d_backward_data", dy, g.n * g.oh * g.ow * g.o, weight,
                           g.o * g.kh * g.kw * g.group_in(), dx, g.n * g.h * g.w * g.c, g);
 }
 
-void conv2d_backward_filter(DType dt, const ConvGeometry& g, const void* x, const void* dy, void* dw) {
+void conv2d_backward_filter(DType dt, const ConvGeometry& g, const void* x, const void* dy, void* dw,
+                            void* /*workspace*/, size_t, ConvAlgoPolicy, void* /*cudnn_handle*/, Stream) {
   run_typed<BackwardFilter>(dt, "conv2d_backward_filter", x, g.n * g.h * g.w * g.c, dy, g.n * g.oh * g.ow * g.o, dw,
                             g.o * g.kh * g.kw * g.group_in(), g);
 }

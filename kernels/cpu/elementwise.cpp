@@ -8,7 +8,7 @@
 
 namespace cnn::kernels::cpu {
 
-void unary_forward(UnaryOp op, DType dt, const void* x, void* y, int64_t n, double p0, double p1) {
+void unary_forward(UnaryOp op, DType dt, const void* x, void* y, int64_t n, double p0, double p1, Stream) {
   dispatch_floating(dt, "unary_forward", [&](auto tag) {
     using T = decltype(tag);
     using C = compute_t<T>;
@@ -19,7 +19,7 @@ void unary_forward(UnaryOp op, DType dt, const void* x, void* y, int64_t n, doub
   });
 }
 
-void unary_backward(UnaryOp op, DType dt, const void* x, const void* gy, void* gx, int64_t n, double p0) {
+void unary_backward(UnaryOp op, DType dt, const void* x, const void* gy, void* gx, int64_t n, double p0, Stream) {
   dispatch_floating(dt, "unary_backward", [&](auto tag) {
     using T = decltype(tag);
     using C = compute_t<T>;
@@ -33,7 +33,7 @@ void unary_backward(UnaryOp op, DType dt, const void* x, const void* gy, void* g
 }
 
 void binary_forward(BinaryOp op, DType dt, const void* a, BroadcastIndex ia, const void* b, BroadcastIndex ib,
-                    void* y, int64_t n) {
+                    void* y, int64_t n, Stream) {
   dispatch_floating(dt, "binary_forward", [&](auto tag) {
     using T = decltype(tag);
     using C = compute_t<T>;
@@ -47,7 +47,7 @@ void binary_forward(BinaryOp op, DType dt, const void* a, BroadcastIndex ia, con
 }
 
 void binary_backward(BinaryOp op, DType dt, const void* a, BroadcastIndex ia, const void* b, BroadcastIndex ib,
-                     const void* gy, void* ga, void* gb, int64_t n) {
+                     const void* gy, void* ga, void* gb, int64_t n, Stream) {
   dispatch_floating(dt, "binary_backward", [&](auto tag) {
     using T = decltype(tag);
     using C = compute_t<T>;
@@ -67,18 +67,18 @@ void binary_backward(BinaryOp op, DType dt, const void* a, BroadcastIndex ia, co
 }
 
 
-void cast(DType from, const void* x, DType to, void* y, int64_t n) {
+void cast(DType from, const void* x, DType to, void* y, int64_t n, Stream) {
 #pragma omp parallel for schedule(static) if (n > 32768)
   for (int64_t i = 0; i < n; ++i) copy_element(from, x, to, y, i);
 }
 
-void fill(DType dt, void* y, int64_t n, double value) {
+void fill(DType dt, void* y, int64_t n, double value, Stream) {
 #pragma omp parallel for schedule(static) if (n > 32768)
   for (int64_t i = 0; i < n; ++i) store_from_double(dt, y, i, value);
 }
 
 void random_fill(DType dt, void* y, int64_t n, RandomKind kind, uint64_t seed, uint64_t stream_id, double a,
-                 double b) {
+                 double b, Stream) {
 #pragma omp parallel for schedule(static) if (n > 4096)
   for (int64_t i = 0; i < n; ++i)
     store_from_double(dt, y, i, philox_element(kind, seed, stream_id, static_cast<uint64_t>(i), a, b));

@@ -4,9 +4,9 @@
 
 #include <cblas.h>
 
-#include <stdexcept>
 #include <vector>
 
+#include "kernels/common/dispatch.h"
 #include "kernels/common/half.h"
 
 namespace cnn::kernels::cpu {
@@ -37,7 +37,8 @@ void gemm_16bit(const GemmShape& s, double alpha, const void* a, const void* b, 
 }
 }  // namespace
 
-void gemm(DType dt, const GemmShape& s, double alpha, const void* a, const void* b, double beta, void* c) {
+void gemm(DType dt, const GemmShape& s, double alpha, const void* a, const void* b, double beta, void* c,
+          void* /*cublas_handle*/, void* /*workspace*/, size_t, Stream) {
   if (s.m == 0 || s.n == 0) return;
   const auto ta = s.trans_a ? CblasTrans : CblasNoTrans, tb = s.trans_b ? CblasTrans : CblasNoTrans;
   const int m = static_cast<int>(s.m), n = static_cast<int>(s.n), k = static_cast<int>(s.k);
@@ -54,7 +55,7 @@ void gemm(DType dt, const GemmShape& s, double alpha, const void* a, const void*
       return;
     case DType::f16: gemm_16bit<half>(s, alpha, a, b, beta, c); return;
     case DType::bf16: gemm_16bit<bfloat16>(s, alpha, a, b, beta, c); return;
-    default: throw std::logic_error(std::string("gemm: dtype ") + dtype_name(dt) + " is not a floating type");
+    default: fail_not_floating("gemm", dt);
   }
 }
 

@@ -7,7 +7,7 @@
 namespace cnn::kernels::cpu {
 
 void unscale_and_check(const MultiTensorSlot* slots, int count, int64_t /*total*/, DType grad_dtype, float inv_scale,
-                       float* /*partials*/, float* result) {
+                       float* /*partials*/, float* result, Stream) {
   double sum_squares = 0;
   int64_t non_finite = 0;
   for (int t = 0; t < count; ++t) {

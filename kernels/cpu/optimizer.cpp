@@ -15,11 +15,11 @@ void for_each_element(const MultiTensorSlot* slots, int count, const Args& args,
 }
 }  // namespace
 
-void optimizer_step(const MultiTensorSlot* slots, int count, int64_t /*total*/, const SgdArgs& args) {
+void optimizer_step(const MultiTensorSlot* slots, int count, int64_t /*total*/, const SgdArgs& args, Stream) {
   for_each_element(slots, count, args, sgd_update);
 }
 
-void optimizer_step(const MultiTensorSlot* slots, int count, int64_t /*total*/, const AdamWArgs& args) {
+void optimizer_step(const MultiTensorSlot* slots, int count, int64_t /*total*/, const AdamWArgs& args, Stream) {
   for_each_element(slots, count, args, adamw_update);
 }
 

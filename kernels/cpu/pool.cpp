@@ -1,62 +1,82 @@
 // CPU reference for pooling over NHWC: one output element per (n, oy, ox, c). The average-pool
 // backward gathers from the outputs whose windows cover each input element; the max-pool backward
-// scatters each output's gradient to its argmax within its image (images in parallel).
+// scatters each output's gradient to its argmax within its image (images in parallel). The maximum
+// follows kernels/common/max_math.h (a NaN in the window wins, then the first maximum).
+#include <algorithm>
 #include <limits>
 #include <vector>
 
 #include "kernels/common/dispatch.h"
 #include "kernels/common/half.h"
+#include "kernels/common/max_math.h"
 #include "kernels/common/pool_math.h"
 #include "kernels/pool.h"
 
 namespace cnn::kernels::cpu {
 
-void max_pool2d_forward(DType dt, const PoolGeometry& g, const void* x, void* y, int32_t* argmax) {
+namespace {
+// Runs body(scratch, n, y, x) for every pixel of [images, rows, cols], images and rows shared out
+// among the threads; each thread makes its own scratch (per-channel buffers, or nothing) once.
+template <class MakeScratch, class Body>
+void parallel_pixels(int64_t images, int64_t rows, int64_t cols, MakeScratch make_scratch, Body body) {
+#pragma omp parallel
+  {
+    auto scratch = make_scratch();
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t n = 0; n < images; ++n)
+      for (int64_t y = 0; y < rows; ++y)
+        for (int64_t x = 0; x < cols; ++x) body(scratch, n, y, x);
+  }
+}
+
+template <class C>
+struct RunningMax {
+  std::vector<C> best;
+  std::vector<int32_t> where;
+};
+}  // namespace
+
+void max_pool2d_forward(DType dt, const PoolGeometry& g, const void* x, void* y, int32_t* argmax, Stream) {
   dispatch_floating(dt, "max_pool2d_forward", [&](auto tag) {
     using T = decltype(tag);
     using C = compute_t<T>;
     const T* xs = static_cast<const T*>(x);
     T* ys = static_cast<T*>(y);
+    const auto make_scratch = [&] {
+      return RunningMax<C>{std::vector<C>(static_cast<size_t>(g.c)), std::vector<int32_t>(static_cast<size_t>(g.c))};
+    };
     // Per-thread running maxima over a pixel's channels; the update is branch-free so that the
     // channel loop vectorises.
-#pragma omp parallel
-    {
-      std::vector<C> best(static_cast<size_t>(g.c));
-      std::vector<int32_t> where(static_cast<size_t>(g.c));
-#pragma omp for collapse(2) schedule(static)
-      for (int64_t n = 0; n < g.n; ++n)
-        for (int64_t oy = 0; oy < g.oh; ++oy)
-          for (int64_t ox = 0; ox < g.ow; ++ox) {
-            const PoolWindow win = pool_window(g, oy, ox);
-            std::fill(best.begin(), best.end(), -std::numeric_limits<C>::infinity());
-            std::fill(where.begin(), where.end(), static_cast<int32_t>(win.h0 * g.w + win.w0));
-            // Window pixels in row-major order, channels innermost (contiguous in NHWC).
-            for (int64_t iy = win.h0; iy < win.h1; ++iy)
-              for (int64_t ix = win.w0; ix < win.w1; ++ix) {
-                const T* px = xs + ((n * g.h + iy) * g.w + ix) * g.c;
-                const int32_t pos = static_cast<int32_t>(iy * g.w + ix);
-                C* b = best.data();
-                int32_t* wh = where.data();
-                for (int64_t c = 0; c < g.c; ++c) {
-                  const C v = to_compute(px[c]);
-                  const bool take = v > b[c] || v != v;  // strict: the first maximum wins; NaN propagates
-                  b[c] = take ? v : b[c];
-                  wh[c] = take ? pos : wh[c];
-                }
-              }
-            const int64_t out = ((n * g.oh + oy) * g.ow + ox) * g.c;
-            for (int64_t c = 0; c < g.c; ++c) {
-              ys[out + c] = from_compute<T>(best[static_cast<size_t>(c)]);
-              argmax[out + c] = where[static_cast<size_t>(c)];
-            }
+    parallel_pixels(g.n, g.oh, g.ow, make_scratch, [&](RunningMax<C>& m, int64_t n, int64_t oy, int64_t ox) {
+      const PoolWindow win = pool_window(g, oy, ox);
+      std::fill(m.best.begin(), m.best.end(), -std::numeric_limits<C>::infinity());
+      std::fill(m.where.begin(), m.where.end(), static_cast<int32_t>(win.h0 * g.w + win.w0));
+      C* b = m.best.data();
+      int32_t* wh = m.where.data();
+      // Window pixels in row-major order, channels innermost (contiguous in NHWC).
+      for (int64_t iy = win.h0; iy < win.h1; ++iy)
+        for (int64_t ix = win.w0; ix < win.w1; ++ix) {
+          const T* px = xs + ((n * g.h + iy) * g.w + ix) * g.c;
+          const int32_t pos = static_cast<int32_t>(iy * g.w + ix);
+          for (int64_t c = 0; c < g.c; ++c) {
+            const C v = to_compute(px[c]);
+            const bool take = max_replaces(v, b[c]);
+            b[c] = take ? v : b[c];
+            wh[c] = take ? pos : wh[c];
           }
-    }
+        }
+      const int64_t out = ((n * g.oh + oy) * g.ow + ox) * g.c;
+      for (int64_t c = 0; c < g.c; ++c) {
+        ys[out + c] = from_compute<T>(b[c]);
+        argmax[out + c] = wh[c];
+      }
+    });
   });
 }
 
 // Scatter per image: each output adds its gradient at its argmax. Images are independent, so the
 // parallel loop over them needs no atomics, and the order within an image is fixed (deterministic).
-void max_pool2d_backward(DType dt, const PoolGeometry& g, const void* dy, const int32_t* argmax, void* dx) {
+void max_pool2d_backward(DType dt, const PoolGeometry& g, const void* dy, const int32_t* argmax, void* dx, Stream) {
   dispatch_floating(dt, "max_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
     using C = compute_t<T>;
@@ -76,28 +96,20 @@ void max_pool2d_backward(DType dt, const PoolGeometry& g, const void* dy, const 
   });
 }
 
-void avg_pool2d_forward(DType dt, const PoolGeometry& g, const void* x, void* y) {
+void avg_pool2d_forward(DType dt, const PoolGeometry& g, const void* x, void* y, Stream) {
   dispatch_floating(dt, "avg_pool2d_forward", [&](auto tag) {
     using T = decltype(tag);
-    using C = compute_t<T>;
     const T* xs = static_cast<const T*>(x);
     T* ys = static_cast<T*>(y);
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t n = 0; n < g.n; ++n)
-      for (int64_t oy = 0; oy < g.oh; ++oy)
-        for (int64_t ox = 0; ox < g.ow; ++ox) {
-          const PoolWindow win = pool_window(g, oy, ox);
-          for (int64_t c = 0; c < g.c; ++c) {
-            C acc = 0;
-            for (int64_t iy = win.h0; iy < win.h1; ++iy)
-              for (int64_t ix = win.w0; ix < win.w1; ++ix) acc += to_compute(xs[((n * g.h + iy) * g.w + ix) * g.c + c]);
-            ys[((n * g.oh + oy) * g.ow + ox) * g.c + c] = from_compute<T>(acc / static_cast<C>(win.divisor));
-          }
-        }
+    parallel_pixels(g.n, g.oh, g.ow, [] { return 0; }, [&](int /*no scratch*/, int64_t n, int64_t oy, int64_t ox) {
+      const PoolWindow win = pool_window(g, oy, ox);
+      T* out = ys + ((n * g.oh + oy) * g.ow + ox) * g.c;
+      for (int64_t c = 0; c < g.c; ++c) out[c] = from_compute<T>(pool_window_mean(g, win, xs, n, c));
+    });
   });
 }
 
-void avg_pool2d_backward(DType dt, const PoolGeometry& g, const void* dy, void* dx) {
+void avg_pool2d_backward(DType dt, const PoolGeometry& g, const void* dy, void* dx, Stream) {
   dispatch_floating(dt, "avg_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
     using C = compute_t<T>;
@@ -105,29 +117,21 @@ void avg_pool2d_backward(DType dt, const PoolGeometry& g, const void* dy, void* 
     T* dxs = static_cast<T*>(dx);
     // Per input pixel: the outputs whose windows cover it, each window worked out once, its share
     // added for all channels at once (contiguous in NHWC).
-#pragma omp parallel
-    {
-      std::vector<C> acc(static_cast<size_t>(g.c));
-#pragma omp for collapse(2) schedule(static)
-      for (int64_t n = 0; n < g.n; ++n)
-        for (int64_t iy = 0; iy < g.h; ++iy)
-          for (int64_t ix = 0; ix < g.w; ++ix) {
-            int64_t y0, y1, x0, x1;
-            pool_outputs_covering(iy, g.h, g.oh, g.kh, g.stride_h, g.pad_h, g.adaptive, y0, y1);
-            pool_outputs_covering(ix, g.w, g.ow, g.kw, g.stride_w, g.pad_w, g.adaptive, x0, x1);
-            std::fill(acc.begin(), acc.end(), C(0));
-            for (int64_t oy = y0; oy < y1; ++oy)
-              for (int64_t ox = x0; ox < x1; ++ox) {
-                const PoolWindow win = pool_window(g, oy, ox);
-                if (iy < win.h0 || iy >= win.h1 || ix < win.w0 || ix >= win.w1) continue;
-                const T* grad = dys + ((n * g.oh + oy) * g.ow + ox) * g.c;
-                const C divisor = static_cast<C>(win.divisor);
-                for (int64_t c = 0; c < g.c; ++c) acc[static_cast<size_t>(c)] += to_compute(grad[c]) / divisor;
-              }
-            T* out = dxs + ((n * g.h + iy) * g.w + ix) * g.c;
-            for (int64_t c = 0; c < g.c; ++c) out[c] = from_compute<T>(acc[static_cast<size_t>(c)]);
-          }
-    }
+    const auto make_scratch = [&] { return std::vector<C>(static_cast<size_t>(g.c)); };
+    parallel_pixels(g.n, g.h, g.w, make_scratch, [&](std::vector<C>& acc, int64_t n, int64_t iy, int64_t ix) {
+      const PoolOutputRange r = pool_outputs_covering(g, iy, ix);
+      std::fill(acc.begin(), acc.end(), C(0));
+      for (int64_t oy = r.oy0; oy < r.oy1; ++oy)
+        for (int64_t ox = r.ox0; ox < r.ox1; ++ox) {
+          const PoolWindow win = pool_window(g, oy, ox);
+          if (!pool_window_contains(win, iy, ix)) continue;
+          const T* grad = dys + ((n * g.oh + oy) * g.ow + ox) * g.c;
+          const C divisor = static_cast<C>(win.divisor);
+          for (int64_t c = 0; c < g.c; ++c) acc[static_cast<size_t>(c)] += to_compute(grad[c]) / divisor;
+        }
+      T* out = dxs + ((n * g.h + iy) * g.w + ix) * g.c;
+      for (int64_t c = 0; c < g.c; ++c) out[c] = from_compute<T>(acc[static_cast<size_t>(c)]);
+    });
   });
 }
 

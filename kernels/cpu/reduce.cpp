@@ -4,10 +4,11 @@
 
 #include "kernels/common/dispatch.h"
 #include "kernels/common/half.h"
+#include "kernels/common/max_math.h"
 
 namespace cnn::kernels::cpu {
 
-void reduce_middle_sum(DType dt, const void* x, void* y, int64_t outer, int64_t mid, int64_t inner, double scale) {
+void reduce_middle_sum(DType dt, const void* x, void* y, int64_t outer, int64_t mid, int64_t inner, double scale, Stream) {
   dispatch_floating(dt, "reduce_middle_sum", [&](auto tag) {
     using T = decltype(tag);
     using C = compute_t<T>;
@@ -24,7 +25,7 @@ void reduce_middle_sum(DType dt, const void* x, void* y, int64_t outer, int64_t 
   });
 }
 
-void expand_middle(DType dt, const void* x, void* y, int64_t outer, int64_t mid, int64_t inner, double scale) {
+void expand_middle(DType dt, const void* x, void* y, int64_t outer, int64_t mid, int64_t inner, double scale, Stream) {
   dispatch_floating(dt, "expand_middle", [&](auto tag) {
     using T = decltype(tag);
     using C = compute_t<T>;
@@ -38,7 +39,7 @@ void expand_middle(DType dt, const void* x, void* y, int64_t outer, int64_t mid,
   });
 }
 
-void max_last(DType dt, const void* x, void* values, int64_t* indices, int64_t rows, int64_t cols) {
+void max_last(DType dt, const void* x, void* values, int64_t* indices, int64_t rows, int64_t cols, Stream) {
   dispatch_floating(dt, "max_last", [&](auto tag) {
     using T = decltype(tag);
     const T* xs = static_cast<const T*>(x);
@@ -49,7 +50,7 @@ void max_last(DType dt, const void* x, void* values, int64_t* indices, int64_t r
       auto best_value = to_compute(xs[r * cols]);
       for (int64_t c = 1; c < cols; ++c) {
         const auto v = to_compute(xs[r * cols + c]);
-        if (v > best_value) {  // strict: the first index wins ties
+        if (max_replaces(v, best_value)) {  // kernels/common/max_math.h: NaN wins, then the first maximum
           best_value = v;
           best = c;
         }
@@ -60,7 +61,7 @@ void max_last(DType dt, const void* x, void* values, int64_t* indices, int64_t r
   });
 }
 
-void max_last_backward(DType dt, const void* gy, const int64_t* indices, void* gx, int64_t rows, int64_t cols) {
+void max_last_backward(DType dt, const void* gy, const int64_t* indices, void* gx, int64_t rows, int64_t cols, Stream) {
   dispatch_floating(dt, "max_last_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* gys = static_cast<const T*>(gy);

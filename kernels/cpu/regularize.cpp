@@ -8,37 +8,39 @@
 
 namespace cnn::kernels::cpu {
 
-void dropout(DType dt, const void* x, void* y, int64_t n, double p, uint64_t seed, uint64_t offset) {
+void dropout(DType dt, const void* x, void* y, int64_t n, double p, uint64_t seed, uint64_t offset, Stream) {
   dispatch_floating(dt, "dropout", [&](auto tag) {
     using T = decltype(tag);
     using C = compute_t<T>;
     const T* xs = static_cast<const T*>(x);
     T* ys = static_cast<T*>(y);
-    const C scale = C(1) / C(1 - p);
+    const C scale = dropout_scale<C>(p);
 #pragma omp parallel for schedule(static) if (n > 32768)
-    for (int64_t i = 0; i < n; ++i)
-      ys[i] = from_compute<T>(dropout_keep(seed, offset, static_cast<uint64_t>(i), p) ? to_compute(xs[i]) * scale : C(0));
+    for (int64_t i = 0; i < n; ++i) {
+      const bool keep = dropout_keep(seed, offset, static_cast<uint64_t>(i), p);
+      ys[i] = from_compute<T>(dropout_value(to_compute(xs[i]), keep, scale));
+    }
   });
 }
 
 void drop_path(DType dt, const void* x, void* y, int64_t rows, int64_t row_size, double p, uint64_t seed,
-               uint64_t offset) {
+               uint64_t offset, Stream) {
   dispatch_floating(dt, "drop_path", [&](auto tag) {
     using T = decltype(tag);
     using C = compute_t<T>;
     const T* xs = static_cast<const T*>(x);
     T* ys = static_cast<T*>(y);
-    const C scale = C(1) / C(1 - p);
+    const C scale = dropout_scale<C>(p);
     for (int64_t r = 0; r < rows; ++r) {
       const bool keep = dropout_keep(seed, offset, static_cast<uint64_t>(r), p);
       for (int64_t j = 0; j < row_size; ++j)
-        ys[r * row_size + j] = from_compute<T>(keep ? to_compute(xs[r * row_size + j]) * scale : C(0));
+        ys[r * row_size + j] = from_compute<T>(dropout_value(to_compute(xs[r * row_size + j]), keep, scale));
     }
   });
 }
 
 void copy_columns(DType dt, const void* src, int64_t src_ld, int64_t src_offset, void* dst, int64_t dst_ld,
-                  int64_t dst_offset, int64_t rows, int64_t cols) {
+                  int64_t dst_offset, int64_t rows, int64_t cols, Stream) {
   const int64_t bytes = dtype_size(dt);
   const char* s = static_cast<const char*>(src);
   char* d = static_cast<char*>(dst);
@@ -48,7 +50,7 @@ void copy_columns(DType dt, const void* src, int64_t src_ld, int64_t src_offset,
                 static_cast<size_t>(cols * bytes));
 }
 
-void transpose_batched(DType dt, const void* x, void* y, int64_t batch, int64_t rows, int64_t cols) {
+void transpose_batched(DType dt, const void* x, void* y, int64_t batch, int64_t rows, int64_t cols, Stream) {
   const int64_t bytes = dtype_size(dt);
   const char* s = static_cast<const char*>(x);
   char* d = static_cast<char*>(y);

@@ -33,7 +33,7 @@ int64_t splits_for(int64_t m) {
 }
 
 template <class T>
-__global__ void partial_sums_kernel(SumKind kind, const T* x, const T* dy, const T* y, BatchNormAct act,
+__global__ void partial_sums_kernel(SumKind kind, const T* x, const T* dy, const T* y, BatchNormActivation act,
                                     const compute_t<T>* mean, const compute_t<T>* invstd, int64_t m, int64_t c,
                                     int64_t rows_per_split, compute_t<T>* partial_a, compute_t<T>* partial_b) {
   using A = compute_t<T>;
@@ -55,7 +55,7 @@ __global__ void partial_sums_kernel(SumKind kind, const T* x, const T* dy, const
       } else {
         const A dz = batch_norm_masked_grad<A>(to_compute(dy[r * c + ch]), y ? A(to_compute(y[r * c + ch])) : A(1), act);
         a += dz;
-        b += dz * (v - mean[ch]) * invstd[ch];
+        b += dz * batch_norm_xhat<A>(v, mean[ch], invstd[ch]);
       }
     }
   }
@@ -86,7 +86,7 @@ __global__ void finish_sums_kernel(const A* partial, int64_t splits, int64_t c, 
 template <class T>
 __global__ void forward_kernel(const T* x, int64_t m, int64_t c, const compute_t<T>* mean, const compute_t<T>* invstd,
                                const compute_t<T>* weight, const compute_t<T>* bias, const T* residual,
-                               BatchNormAct act, T* y) {
+                               BatchNormActivation act, T* y) {
   using A = compute_t<T>;
   const int64_t n = m * c;
   for (int64_t i = CNN_GLOBAL_INDEX; i < n; i += CNN_GRID_STRIDE) {
@@ -100,14 +100,14 @@ template <class T>
 __global__ void backward_input_kernel(const T* dy, const T* y, const T* x, int64_t m, int64_t c,
                                       const compute_t<T>* mean, const compute_t<T>* invstd, const compute_t<T>* weight,
                                       const compute_t<T>* sum_dz, const compute_t<T>* sum_dz_xhat, bool training,
-                                      BatchNormAct act, T* dx, T* dresidual) {
+                                      BatchNormActivation act, T* dx, T* dresidual) {
   using A = compute_t<T>;
   const int64_t n = m * c;
   const A inv_m = A(1) / static_cast<A>(m);
   for (int64_t i = CNN_GLOBAL_INDEX; i < n; i += CNN_GRID_STRIDE) {
     const int64_t ch = i % c;
     const A dz = batch_norm_masked_grad<A>(to_compute(dy[i]), y ? A(to_compute(y[i])) : A(1), act);
-    const A xhat = (to_compute(x[i]) - mean[ch]) * invstd[ch];
+    const A xhat = batch_norm_xhat<A>(to_compute(x[i]), mean[ch], invstd[ch]);
     if (dresidual) dresidual[i] = from_compute<T>(dz);
     if (dx)
       dx[i] = from_compute<T>(batch_norm_input_grad<A>(dz, xhat, invstd[ch], weight ? weight[ch] : A(1),
@@ -118,7 +118,7 @@ __global__ void backward_input_kernel(const T* dy, const T* y, const T* x, int64
 
 // Runs the partial-sum kernel and the finishing pass(es) for one kind of per-channel sum.
 template <class T>
-void channel_sums(SumKind kind, const T* x, const T* dy, const T* y, BatchNormAct act, const compute_t<T>* mean,
+void channel_sums(SumKind kind, const T* x, const T* dy, const T* y, BatchNormActivation act, const compute_t<T>* mean,
                   const compute_t<T>* invstd, int64_t m, int64_t c, compute_t<T> scale, compute_t<T>* out_a,
                   compute_t<T>* out_b, void* workspace, Stream stream) {
   using A = compute_t<T>;
@@ -147,15 +147,15 @@ void batch_norm_stats(DType dt, const void* x, int64_t m, int64_t c, void* mean,
     using A = compute_t<T>;
     const T* xs = static_cast<const T*>(x);
     const A inv_m = A(1) / static_cast<A>(m);
-    channel_sums<T>(SumKind::x, xs, nullptr, nullptr, BatchNormAct::none, nullptr, nullptr, m, c, inv_m,
+    channel_sums<T>(SumKind::x, xs, nullptr, nullptr, BatchNormActivation::none, nullptr, nullptr, m, c, inv_m,
                     static_cast<A*>(mean), nullptr, workspace, stream);
-    channel_sums<T>(SumKind::squared_deviation, xs, nullptr, nullptr, BatchNormAct::none, static_cast<const A*>(mean),
+    channel_sums<T>(SumKind::squared_deviation, xs, nullptr, nullptr, BatchNormActivation::none, static_cast<const A*>(mean),
                     nullptr, m, c, inv_m, static_cast<A*>(var), nullptr, workspace, stream);
   });
 }
 
 void batch_norm_forward(DType dt, const void* x, int64_t m, int64_t c, const void* mean, const void* invstd,
-                        const void* weight, const void* bias, const void* residual, BatchNormAct act, void* y, void*,
+                        const void* weight, const void* bias, const void* residual, BatchNormActivation act, void* y, void*,
                         Stream stream) {
   if (m * c == 0) return;
   dispatch_floating(dt, "batch_norm_forward", [&](auto tag) {
@@ -168,7 +168,7 @@ void batch_norm_forward(DType dt, const void* x, int64_t m, int64_t c, const voi
 }
 
 void batch_norm_backward_reduce(DType dt, const void* dy, const void* y, const void* x, int64_t m, int64_t c,
-                                const void* mean, const void* invstd, BatchNormAct act, void* sum_dz, void* sum_dz_xhat,
+                                const void* mean, const void* invstd, BatchNormActivation act, void* sum_dz, void* sum_dz_xhat,
                                 void* workspace, Stream stream) {
   dispatch_floating(dt, "batch_norm_backward_reduce", [&](auto tag) {
     using T = decltype(tag);
@@ -181,7 +181,7 @@ void batch_norm_backward_reduce(DType dt, const void* dy, const void* y, const v
 
 void batch_norm_backward_input(DType dt, const void* dy, const void* y, const void* x, int64_t m, int64_t c,
                                const void* mean, const void* invstd, const void* weight, const void* sum_dz,
-                               const void* sum_dz_xhat, bool training, BatchNormAct act, void* dx, void* dresidual, void*,
+                               const void* sum_dz_xhat, bool training, BatchNormActivation act, void* dx, void* dresidual, void*,
                                Stream stream) {
   if (m * c == 0) return;
   dispatch_floating(dt, "batch_norm_backward_input", [&](auto tag) {

@@ -2,6 +2,7 @@
 // Every thread of the block must call them (they contain __syncthreads); the result is returned to
 // all threads. `scratch` is a __shared__ array of kThreads elements owned by the calling kernel.
 #pragma once
+#include "kernels/common/max_math.h"
 #include "kernels/cuda/launch.cuh"
 
 namespace cnn::kernels::cuda {
@@ -27,7 +28,7 @@ struct Plus {
 };
 template <class C>
 struct Max {
-  __device__ C operator()(C a, C b) const { return b > a ? b : a; }
+  __device__ C operator()(C a, C b) const { return max_of(a, b); }  // NaN wins (kernels/common/max_math.h)
 };
 
 template <int kThreads, class C>

@@ -8,31 +8,25 @@
 // (algorithm, math type) pair, and the convolution runs under the math type of the chosen entry (the
 // descriptor's initial one only steers the search). Uses cuDNN's v7-style API, which
 // cuDNN 9 still ships (deprecated); a later move to the graph API changes only this file.
-#include <cudnn.h>
-
 #include <map>
 #include <mutex>
-#include <stdexcept>
 #include <string>
 #include <tuple>
 
+#include "kernels/common/dispatch.h"
 #include "kernels/conv.h"
+#include "kernels/cuda/library_status.h"
 
 namespace cnn::kernels::cuda {
 
 namespace {
-void check(cudnnStatus_t status, const char* what) {
-  if (status != CUDNN_STATUS_SUCCESS)
-    throw std::runtime_error(std::string("cuDNN ") + what + " failed: " + cudnnGetErrorString(status));
-}
-
 cudnnDataType_t cudnn_type(DType dt) {
   switch (dt) {
     case DType::f32: return CUDNN_DATA_FLOAT;
     case DType::f64: return CUDNN_DATA_DOUBLE;
     case DType::f16: return CUDNN_DATA_HALF;
     case DType::bf16: return CUDNN_DATA_BFLOAT16;
-    default: throw std::logic_error(std::string("conv2d: dtype ") + dtype_name(dt) + " is not a floating type");
+    default: fail_not_floating("conv2d", dt);
   }
 }
 
@@ -44,22 +38,22 @@ struct Descriptors {
 
   Descriptors(DType dt, const ConvGeometry& g) {
     const cudnnDataType_t type = cudnn_type(dt);
-    check(cudnnCreateTensorDescriptor(&x), "cudnnCreateTensorDescriptor");
-    check(cudnnCreateTensorDescriptor(&y), "cudnnCreateTensorDescriptor");
-    check(cudnnCreateFilterDescriptor(&w), "cudnnCreateFilterDescriptor");
-    check(cudnnCreateConvolutionDescriptor(&conv), "cudnnCreateConvolutionDescriptor");
-    check(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, type, int(g.n), int(g.c), int(g.h), int(g.w)), "input descriptor");
-    check(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NHWC, type, int(g.n), int(g.o), int(g.oh), int(g.ow)),
+    check_cudnn(cudnnCreateTensorDescriptor(&x), "cudnnCreateTensorDescriptor");
+    check_cudnn(cudnnCreateTensorDescriptor(&y), "cudnnCreateTensorDescriptor");
+    check_cudnn(cudnnCreateFilterDescriptor(&w), "cudnnCreateFilterDescriptor");
+    check_cudnn(cudnnCreateConvolutionDescriptor(&conv), "cudnnCreateConvolutionDescriptor");
+    check_cudnn(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, type, int(g.n), int(g.c), int(g.h), int(g.w)), "input descriptor");
+    check_cudnn(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NHWC, type, int(g.n), int(g.o), int(g.oh), int(g.ow)),
           "output descriptor");
-    check(cudnnSetFilter4dDescriptor(w, type, CUDNN_TENSOR_NHWC, int(g.o), int(g.group_in()), int(g.kh), int(g.kw)),
+    check_cudnn(cudnnSetFilter4dDescriptor(w, type, CUDNN_TENSOR_NHWC, int(g.o), int(g.group_in()), int(g.kh), int(g.kw)),
           "filter descriptor");
-    check(cudnnSetConvolution2dDescriptor(conv, g.pad_h, g.pad_w, g.stride_h, g.stride_w, g.dilation_h, g.dilation_w,
+    check_cudnn(cudnnSetConvolution2dDescriptor(conv, g.pad_h, g.pad_w, g.stride_h, g.stride_w, g.dilation_h, g.dilation_w,
                                           CUDNN_CROSS_CORRELATION,
                                           dt == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
           "convolution descriptor");
-    check(cudnnSetConvolutionGroupCount(conv, g.groups), "cudnnSetConvolutionGroupCount");
+    check_cudnn(cudnnSetConvolutionGroupCount(conv, g.groups), "cudnnSetConvolutionGroupCount");
     const bool half_precision = dt == DType::f16 || dt == DType::bf16;
-    check(cudnnSetConvolutionMathType(conv, half_precision ? CUDNN_TENSOR_OP_MATH : CUDNN_DEFAULT_MATH),
+    check_cudnn(cudnnSetConvolutionMathType(conv, half_precision ? CUDNN_TENSOR_OP_MATH : CUDNN_DEFAULT_MATH),
           "cudnnSetConvolutionMathType");
   }
   ~Descriptors() {
@@ -85,7 +79,7 @@ using Key = std::tuple<int, int, bool, bool, int64_t, int64_t, int64_t, int64_t,
                        int, int, int>;
 
 Key key_of(ConvDirection d, DType dt, const ConvGeometry& g, ConvAlgoPolicy policy) {
-  return {static_cast<int>(d), static_cast<int>(dt), policy.measure, policy.deterministic, g.n, g.h, g.w, g.c, g.o, g.kh, g.kw, g.stride_h,
+  return {static_cast<int>(d), static_cast<int>(dt), policy.benchmark, policy.deterministic, g.n, g.h, g.w, g.c, g.o, g.kh, g.kw, g.stride_h,
           g.stride_w, g.pad_h, g.pad_w, g.dilation_h, g.dilation_w, g.groups};
 }
 
@@ -112,13 +106,14 @@ Choice first_usable(const Perf* perf, int count, bool deterministic, const char*
   for (int i = 0; i < count; ++i)
     if (perf[i].status == CUDNN_STATUS_SUCCESS && (!deterministic || perf[i].determinism == CUDNN_DETERMINISTIC))
       return Choice{static_cast<int>(perf[i].algo), perf[i].mathType, perf[i].memory, name(static_cast<int>(perf[i].algo))};
-  throw std::runtime_error(std::string("cuDNN found no usable ") + (deterministic ? "deterministic " : "") + what +
-                           " algorithm for this convolution");
+  CNN_FAIL("conv2d: cuDNN found no usable ", deterministic ? "deterministic " : "", what, " algorithm for this geometry",
+           deterministic ? "; allow non-deterministic algorithms (cuda::set_cudnn_deterministic(false))"
+                         : "; try another dtype, stride or padding");
 }
 
 Choice choose(ConvDirection d, DType dt, const ConvGeometry& g, ConvAlgoPolicy policy, cudnnHandle_t handle) {
   const Key key = key_of(d, dt, g, policy);
-  const bool benchmark = policy.measure;
+  const bool benchmark = policy.benchmark;
   {
     std::lock_guard<std::mutex> lock(cache_mutex);
     auto it = cache.find(key);
@@ -130,20 +125,20 @@ Choice choose(ConvDirection d, DType dt, const ConvGeometry& g, ConvAlgoPolicy p
   Choice c;
   if (d == ConvDirection::forward) {
     cudnnConvolutionFwdAlgoPerf_t perf[kMax];
-    check(benchmark ? cudnnFindConvolutionForwardAlgorithm(handle, desc.x, desc.w, desc.conv, desc.y, kMax, &returned, perf)
+    check_cudnn(benchmark ? cudnnFindConvolutionForwardAlgorithm(handle, desc.x, desc.w, desc.conv, desc.y, kMax, &returned, perf)
                     : cudnnGetConvolutionForwardAlgorithm_v7(handle, desc.x, desc.w, desc.conv, desc.y, kMax, &returned, perf),
           "forward algorithm search");
     c = first_usable(perf, returned, policy.deterministic, forward_name, "forward");
   } else if (d == ConvDirection::backward_data) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
-    check(benchmark
+    check_cudnn(benchmark
               ? cudnnFindConvolutionBackwardDataAlgorithm(handle, desc.w, desc.y, desc.conv, desc.x, kMax, &returned, perf)
               : cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, desc.w, desc.y, desc.conv, desc.x, kMax, &returned, perf),
           "backward-data algorithm search");
     c = first_usable(perf, returned, policy.deterministic, backward_data_name, "backward-data");
   } else {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
-    check(benchmark ? cudnnFindConvolutionBackwardFilterAlgorithm(handle, desc.x, desc.y, desc.conv, desc.w, kMax,
+    check_cudnn(benchmark ? cudnnFindConvolutionBackwardFilterAlgorithm(handle, desc.x, desc.y, desc.conv, desc.w, kMax,
                                                                   &returned, perf)
                     : cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, desc.x, desc.y, desc.conv, desc.w, kMax,
                                                                     &returned, perf),
@@ -162,6 +157,21 @@ struct Scalars {
   const void* alpha(DType dt) const { return dt == DType::f64 ? static_cast<const void*>(&d[0]) : &f[0]; }
   const void* beta(DType dt) const { return dt == DType::f64 ? static_cast<const void*>(&d[1]) : &f[1]; }
 };
+
+// What each convolution call sets up: the chosen algorithm, the descriptors under its math type, the
+// handle on the caller's stream, and the scaling factors (alpha = 1, beta = 0).
+struct Call {
+  cudnnHandle_t handle;
+  Choice choice;
+  Descriptors desc;
+  Scalars s;
+
+  Call(ConvDirection d, DType dt, const ConvGeometry& g, ConvAlgoPolicy policy, void* cudnn_handle, Stream stream)
+      : handle(static_cast<cudnnHandle_t>(cudnn_handle)), choice(choose(d, dt, g, policy, handle)), desc(dt, g) {
+    check_cudnn(cudnnSetConvolutionMathType(desc.conv, choice.math), "cudnnSetConvolutionMathType");
+    check_cudnn(cudnnSetStream(handle, static_cast<cudaStream_t>(stream)), "cudnnSetStream");
+  }
+};
 }  // namespace
 
 size_t conv2d_workspace(ConvDirection direction, DType dt, const ConvGeometry& g, ConvAlgoPolicy policy, void* cudnn_handle) {
@@ -176,43 +186,28 @@ const char* conv2d_algorithm_name(ConvDirection direction, DType dt, const ConvG
 
 void conv2d_forward(DType dt, const ConvGeometry& g, const void* x, const void* weight, void* y, void* workspace,
                     size_t workspace_bytes, ConvAlgoPolicy policy, void* cudnn_handle, Stream stream) {
-  auto handle = static_cast<cudnnHandle_t>(cudnn_handle);
-  const Choice c = choose(ConvDirection::forward, dt, g, policy, handle);
-  Descriptors desc(dt, g);
-  check(cudnnSetConvolutionMathType(desc.conv, c.math), "cudnnSetConvolutionMathType");
-  const Scalars s;
-  check(cudnnSetStream(handle, static_cast<cudaStream_t>(stream)), "cudnnSetStream");
-  check(cudnnConvolutionForward(handle, s.alpha(dt), desc.x, x, desc.w, weight, desc.conv,
-                                static_cast<cudnnConvolutionFwdAlgo_t>(c.algorithm), workspace, workspace_bytes,
-                                s.beta(dt), desc.y, y),
+  const Call c(ConvDirection::forward, dt, g, policy, cudnn_handle, stream);
+  check_cudnn(cudnnConvolutionForward(c.handle, c.s.alpha(dt), c.desc.x, x, c.desc.w, weight, c.desc.conv,
+                                static_cast<cudnnConvolutionFwdAlgo_t>(c.choice.algorithm), workspace, workspace_bytes,
+                                c.s.beta(dt), c.desc.y, y),
         "cudnnConvolutionForward");
 }
 
 void conv2d_backward_data(DType dt, const ConvGeometry& g, const void* dy, const void* weight, void* dx,
                           void* workspace, size_t workspace_bytes, ConvAlgoPolicy policy, void* cudnn_handle, Stream stream) {
-  auto handle = static_cast<cudnnHandle_t>(cudnn_handle);
-  const Choice c = choose(ConvDirection::backward_data, dt, g, policy, handle);
-  Descriptors desc(dt, g);
-  check(cudnnSetConvolutionMathType(desc.conv, c.math), "cudnnSetConvolutionMathType");
-  const Scalars s;
-  check(cudnnSetStream(handle, static_cast<cudaStream_t>(stream)), "cudnnSetStream");
-  check(cudnnConvolutionBackwardData(handle, s.alpha(dt), desc.w, weight, desc.y, dy, desc.conv,
-                                     static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algorithm), workspace,
-                                     workspace_bytes, s.beta(dt), desc.x, dx),
+  const Call c(ConvDirection::backward_data, dt, g, policy, cudnn_handle, stream);
+  check_cudnn(cudnnConvolutionBackwardData(c.handle, c.s.alpha(dt), c.desc.w, weight, c.desc.y, dy, c.desc.conv,
+                                     static_cast<cudnnConvolutionBwdDataAlgo_t>(c.choice.algorithm), workspace,
+                                     workspace_bytes, c.s.beta(dt), c.desc.x, dx),
         "cudnnConvolutionBackwardData");
 }
 
 void conv2d_backward_filter(DType dt, const ConvGeometry& g, const void* x, const void* dy, void* dw, void* workspace,
                             size_t workspace_bytes, ConvAlgoPolicy policy, void* cudnn_handle, Stream stream) {
-  auto handle = static_cast<cudnnHandle_t>(cudnn_handle);
-  const Choice c = choose(ConvDirection::backward_filter, dt, g, policy, handle);
-  Descriptors desc(dt, g);
-  check(cudnnSetConvolutionMathType(desc.conv, c.math), "cudnnSetConvolutionMathType");
-  const Scalars s;
-  check(cudnnSetStream(handle, static_cast<cudaStream_t>(stream)), "cudnnSetStream");
-  check(cudnnConvolutionBackwardFilter(handle, s.alpha(dt), desc.x, x, desc.y, dy, desc.conv,
-                                       static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algorithm), workspace,
-                                       workspace_bytes, s.beta(dt), desc.w, dw),
+  const Call c(ConvDirection::backward_filter, dt, g, policy, cudnn_handle, stream);
+  check_cudnn(cudnnConvolutionBackwardFilter(c.handle, c.s.alpha(dt), c.desc.x, x, c.desc.y, dy, c.desc.conv,
+                                       static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.choice.algorithm), workspace,
+                                       workspace_bytes, c.s.beta(dt), c.desc.w, dw),
         "cudnnConvolutionBackwardFilter");
 }
 

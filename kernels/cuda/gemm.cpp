@@ -2,29 +2,22 @@
 // Row-major C = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T, so A and B swap
 // places and no data is transposed. f16/bf16 use tensor-op math with float accumulation (and float
 // alpha/beta); f32 uses plain float math (no TF32, matching PyTorch's default); f64 uses double.
-#include <cublas_v2.h>
-
 #include <limits>
-#include <stdexcept>
-#include <string>
 
+#include "kernels/common/dispatch.h"
+#include "kernels/cuda/library_status.h"
 #include "kernels/gemm.h"
 
 namespace cnn::kernels::cuda {
 
 namespace {
-void check_cublas(cublasStatus_t status, const char* what) {
-  if (status != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error(std::string("cuBLAS ") + what + " failed: " + cublasGetStatusString(status));
-}
-
 cudaDataType_t cuda_type(DType dt) {
   switch (dt) {
     case DType::f32: return CUDA_R_32F;
     case DType::f64: return CUDA_R_64F;
     case DType::f16: return CUDA_R_16F;
     case DType::bf16: return CUDA_R_16BF;
-    default: throw std::logic_error(std::string("gemm: dtype ") + dtype_name(dt) + " is not a floating type");
+    default: fail_not_floating("gemm", dt);
   }
 }
 }  // namespace
@@ -40,9 +33,8 @@ void gemm(DType dt, const GemmShape& s, double alpha, const void* a, const void*
   const cublasOperation_t op_b = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cudaDataType_t type = cuda_type(dt);
   for (const int64_t extent : {s.m, s.n, s.k, s.lda, s.ldb, s.ldc})
-    if (extent > std::numeric_limits<int>::max())
-      throw std::runtime_error("gemm: a matrix extent of " + std::to_string(extent) +
-                               " exceeds cuBLAS's 32-bit sizes; split the product into smaller ones");
+    CNN_CHECK(extent <= std::numeric_limits<int>::max(), "gemm: a matrix extent of ", extent,
+              " exceeds cuBLAS's 32-bit sizes; split the product into smaller ones");
   const int m = static_cast<int>(s.m), n = static_cast<int>(s.n), k = static_cast<int>(s.k);
   if (dt == DType::f64) {
     const double al = alpha, be = beta;

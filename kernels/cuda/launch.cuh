@@ -6,8 +6,8 @@
 // atomicAdd, and the helpers below. No inline PTX, no dynamic shared memory, no warp intrinsics.
 #pragma once
 #include <cstdint>
-#include <stdexcept>
-#include <string>
+
+#include "kernels/common/error.h"
 
 #ifdef CNN_CUDA_EMULATION
 #include "kernels/cuda/emulation.h"
@@ -28,8 +28,8 @@ constexpr int64_t kMaxBlocks = 65535;
 constexpr int kBlockThreads = 256;  // threads per block of the 1-D kernels
 inline void check_launch(const char* kernel) {
   const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess)
-    throw std::runtime_error(std::string("CUDA kernel ") + kernel + " failed to launch: " + cudaGetErrorString(err));
+  CNN_CHECK(err == cudaSuccess, "CUDA kernel ", kernel, " failed to launch: ", cudaGetErrorString(err),
+            " (an earlier asynchronous CUDA error can surface here: rerun with CUDA_LAUNCH_BLOCKING=1 to find it)");
 }
 #endif
 

@@ -6,9 +6,11 @@
 //   writes outer * inner elements. One block per output tile: a single huge row reduces in one
 //   block, which is fine for losses and bias gradients but not a bandwidth-bound full reduction.
 // expand_middle: grid-stride broadcast, reads outer * inner, writes the full tensor.
-// max_last: one block per row, (value, index) pairs reduced in shared memory, lowest index on ties.
+// max_last: one block per row, (value, index) pairs reduced in shared memory under the rule of
+//   kernels/common/max_math.h (NaN wins; the lowest index among equals and among NaNs).
 #include "kernels/common/dispatch.h"
 #include "kernels/common/half.h"
+#include "kernels/common/max_math.h"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/reduce.h"
@@ -74,7 +76,7 @@ __global__ void max_last_kernel(const T* x, T* values, int64_t* indices, int64_t
     int64_t idx = 0;
     for (int64_t c = t; c < cols; c += kThreads) {
       const C candidate = to_compute(x[r * cols + c]);
-      if (candidate > v || (candidate == v && c < idx)) {
+      if (max_pair_replaces(candidate, c, v, idx)) {
         v = candidate;
         idx = c;
       }
@@ -86,7 +88,7 @@ __global__ void max_last_kernel(const T* x, T* values, int64_t* indices, int64_t
       if (t < stride) {
         const C ov = best_value[t + stride];
         const int64_t oi = best_index[t + stride];
-        if (ov > best_value[t] || (ov == best_value[t] && oi < best_index[t])) {
+        if (max_pair_replaces(ov, oi, best_value[t], best_index[t])) {
           best_value[t] = ov;
           best_index[t] = oi;
         }
@@ -124,7 +126,8 @@ void reduce_middle_sum(DType dt, const void* x, void* y, int64_t outer, int64_t 
       CNN_LAUNCH(reduce_rows_kernel<T>, blocks, kThreads, stream, xs, ys, outer, mid, C(scale));
     } else {
       const int64_t tiles = outer * ((inner + kTileInner - 1) / kTileInner);
-      if (tiles > 2147483647) throw std::runtime_error("reduce_middle_sum: too many output tiles");
+      CNN_CHECK(tiles <= 2147483647, "reduce_middle_sum: [", outer, ", ", mid, ", ", inner, "] needs ", tiles,
+                " output tiles, more than one CUDA grid holds; reduce a smaller tensor or fewer axes at a time");
       CNN_LAUNCH(reduce_tile_kernel<T>, static_cast<unsigned>(tiles), dim3(kTileInner, kTileMid), stream, xs, ys,
                  outer, mid, inner, C(scale));
     }

@@ -15,18 +15,18 @@ constexpr int kThreads = kBlockThreads;
 
 template <class T>
 __global__ void dropout_kernel(const T* x, T* y, int64_t n, double p, uint64_t seed, uint64_t offset, compute_t<T> scale) {
-  using C = compute_t<T>;
-  for (int64_t i = CNN_GLOBAL_INDEX; i < n; i += CNN_GRID_STRIDE)
-    y[i] = from_compute<T>(dropout_keep(seed, offset, static_cast<uint64_t>(i), p) ? to_compute(x[i]) * scale : C(0));
+  for (int64_t i = CNN_GLOBAL_INDEX; i < n; i += CNN_GRID_STRIDE) {
+    const bool keep = dropout_keep(seed, offset, static_cast<uint64_t>(i), p);
+    y[i] = from_compute<T>(dropout_value(to_compute(x[i]), keep, scale));
+  }
 }
 
 template <class T>
 __global__ void drop_path_kernel(const T* x, T* y, int64_t n, int64_t row_size, double p, uint64_t seed, uint64_t offset,
                                  compute_t<T> scale) {
-  using C = compute_t<T>;
   for (int64_t i = CNN_GLOBAL_INDEX; i < n; i += CNN_GRID_STRIDE) {
     const bool keep = dropout_keep(seed, offset, static_cast<uint64_t>(i / row_size), p);
-    y[i] = from_compute<T>(keep ? to_compute(x[i]) * scale : C(0));
+    y[i] = from_compute<T>(dropout_value(to_compute(x[i]), keep, scale));
   }
 }
 
@@ -68,7 +68,7 @@ void dropout(DType dt, const void* x, void* y, int64_t n, double p, uint64_t see
     using T = decltype(tag);
     using C = compute_t<T>;
     CNN_LAUNCH(dropout_kernel<T>, grid_for(n, kThreads), kThreads, stream, static_cast<const T*>(x), static_cast<T*>(y),
-               n, p, seed, offset, C(1) / C(1 - p));
+               n, p, seed, offset, dropout_scale<C>(p));
   });
 }
 
@@ -80,7 +80,7 @@ void drop_path(DType dt, const void* x, void* y, int64_t rows, int64_t row_size,
     using T = decltype(tag);
     using C = compute_t<T>;
     CNN_LAUNCH(drop_path_kernel<T>, grid_for(n, kThreads), kThreads, stream, static_cast<const T*>(x), static_cast<T*>(y),
-               n, row_size, p, seed, offset, C(1) / C(1 - p));
+               n, row_size, p, seed, offset, dropout_scale<C>(p));
   });
 }
 

@@ -8,10 +8,9 @@
 #include <functional>
 
 #include "engine/cnn.h"
+#include "op_cases.h"
 
 namespace cnn::testing {
-
-using OpFn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 inline double max_rel_diff(const Tensor& a, const Tensor& b) {
   const std::vector<double> x = a.to_doubles(), y = b.to_doubles();
@@ -24,15 +23,22 @@ inline double max_rel_diff(const Tensor& a, const Tensor& b) {
   return worst;
 }
 
-// Runs f on CPU and CUDA copies of the inputs (converted to dtype), seeds both backwards with the
-// same random gradient, and compares outputs and input gradients.
-inline void expect_agreement(const OpFn& f, const std::vector<Tensor>& inputs, double tol, DType dtype = DType::f32) {
+// Runs f on CPU and CUDA copies of the inputs, seeds both backwards with the same random gradient,
+// and compares the outputs and the gradients of the differentiable inputs within tol, then the
+// fixed inputs, which an op may update in place (running statistics), within fixed_tol.
+inline void expect_agreement(const OpFn& f, const std::vector<Tensor>& inputs, const std::vector<bool>& differentiable,
+                             double tol, double fixed_tol) {
+  REQUIRE(differentiable.size() == inputs.size());
+  const auto grad = [&](size_t i) { return static_cast<bool>(differentiable[i]); };
   std::vector<Tensor> on_cpu, on_gpu;
-  for (const Tensor& x : inputs) {
-    Tensor c = x.to(dtype).detach();
-    if (is_floating(dtype)) c.requires_grad_();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Tensor c = inputs[i].clone().detach();
+    on_gpu.push_back(c.detach().to(Device::cuda()));
+    if (grad(i)) {
+      c.requires_grad_();
+      on_gpu.back().requires_grad_();
+    }
     on_cpu.push_back(c);
-    on_gpu.push_back(c.detach().to(Device::cuda()).requires_grad_());
   }
   auto run = [&](std::vector<Tensor>& in) {
     Tape tape;
@@ -49,9 +55,14 @@ inline void expect_agreement(const OpFn& f, const std::vector<Tensor>& inputs, d
   CHECK(y_gpu.device().is_cuda());
   CHECK(max_rel_diff(y_gpu, y_cpu) <= tol);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    INFO("gradient of input " << i);
-    REQUIRE(on_cpu[i].grad().defined() == on_gpu[i].grad().defined());
-    if (on_cpu[i].grad().defined()) CHECK(max_rel_diff(on_gpu[i].grad(), on_cpu[i].grad()) <= tol);
+    if (grad(i)) {
+      INFO("gradient of input " << i);
+      REQUIRE(on_cpu[i].grad().defined() == on_gpu[i].grad().defined());
+      if (on_cpu[i].grad().defined()) CHECK(max_rel_diff(on_gpu[i].grad(), on_cpu[i].grad()) <= tol);
+    } else {
+      INFO("fixed input " << i << " after the run");
+      CHECK(max_rel_diff(on_gpu[i], on_cpu[i]) <= fixed_tol);
+    }
   }
 }
 

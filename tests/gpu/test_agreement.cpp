@@ -1,8 +1,10 @@
-// CPU vs CUDA agreement (label gpu): every op's forward output and input gradients on the CUDA
-// backend match the CPU backend on the same inputs; plus the CUDA runtime pieces (allocator reuse,
-// caller streams, from_blob on device memory, Philox draws).
+// CPU vs CUDA agreement (label gpu): for every case of the op table, the forward output and input
+// gradients on the CUDA backend match the CPU backend on the same inputs; plus the CUDA runtime
+// pieces (cuDNN determinism, allocator reuse, caller streams, from_blob on device memory, Philox
+// draws).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -16,86 +18,43 @@
 using namespace cnn;
 using namespace cnn::testing;
 
-
-TEST_CASE("gpu agreement: unary ops in f32, f16 and bf16") {
-  const std::vector<std::pair<const char*, OpFn>> ops = {
-      {"relu", [](const std::vector<Tensor>& x) { return relu(x[0]); }},
-      {"silu", [](const std::vector<Tensor>& x) { return silu(x[0]); }},
-      {"sigmoid", [](const std::vector<Tensor>& x) { return sigmoid(x[0]); }},
-      {"tanh", [](const std::vector<Tensor>& x) { return tanh(x[0]); }},
-      {"gelu", [](const std::vector<Tensor>& x) { return gelu(x[0]); }},
-      {"gelu_tanh", [](const std::vector<Tensor>& x) { return gelu(x[0], GeluApproximation::tanh); }},
-      {"exp", [](const std::vector<Tensor>& x) { return exp(x[0]); }},
-      {"log", [](const std::vector<Tensor>& x) { return log(abs(x[0]) + 0.5); }},
-      {"neg", [](const std::vector<Tensor>& x) { return neg(x[0]); }},
-      {"abs", [](const std::vector<Tensor>& x) { return abs(x[0]); }},
-      {"sqrt", [](const std::vector<Tensor>& x) { return sqrt(abs(x[0]) + 0.5); }},
-      {"pow", [](const std::vector<Tensor>& x) { return pow(abs(x[0]) + 0.5, 2.5); }},
-      {"affine", [](const std::vector<Tensor>& x) { return affine(x[0], 3.0, -1.0); }},
-  };
-  for (const auto& [name, f] : ops) {
-    INFO(name);
-    expect_agreement(f, {u({1000, 33}, 1)}, 1e-5);
-    expect_agreement(f, {u({1000, 33}, 1)}, 1e-2, DType::f16);
-    expect_agreement(f, {u({1000, 33}, 1)}, 2e-2, DType::bf16);
+namespace {
+// Every case of the op table (tests/op_cases.cpp) at each of its dtypes. Fixed inputs are f32 (or
+// f64) statistics whatever the dtype under test, so they are compared with the f32 tolerance.
+void check_agreement(const OpCase& c) {
+  const HeldSetting setting(c);
+  double fixed_tol = 0;
+  for (const Tolerance& t : c.agreement)
+    if (t.dtype == DType::f32 || t.dtype == DType::f64) fixed_tol = std::max(fixed_tol, t.max_rel);
+  for (const Tolerance& t : c.agreement) {
+    INFO(dtype_name(t.dtype));
+    expect_agreement(c.f, make_inputs(c, true, t.dtype), differentiable_inputs(c), t.max_rel, fixed_tol);
   }
 }
+}  // namespace
 
-TEST_CASE("gpu agreement: binary ops and every broadcast pattern") {
-  const std::pair<Shape, Shape> patterns[] = {
-      {{4, 8, 8, 16}, {4, 8, 8, 16}}, {{4, 8, 8, 16}, {1}}, {{4, 8, 8, 16}, {16}}, {{4, 8, 8, 16}, {4, 1, 1, 16}},
-      {{16}, {4, 8, 8, 16}}};
-  for (auto op : {add, sub, mul, div}) {
-    for (const auto& [sa, sb] : patterns) {
-      expect_agreement([op](const std::vector<Tensor>& x) { return op(x[0], x[1]); }, {u(sa, 2), u(sb, 3, 0.5, 2)},
-                       1e-5);
+CNN_OP_TESTS("gpu agreement ", [](const OpCase& c) { return !c.agreement.empty(); }, check_agreement);
+
+TEST_CASE("gpu: deterministic cuDNN algorithms give bitwise-equal convolution gradients run to run") {
+  cuda::set_cudnn_deterministic(true);
+  // Large reductions over the batch are where non-deterministic algorithms (atomics) get picked.
+  const Tensor x = u({64, 28, 28, 64}, 7).to(Device::cuda()), w = u({64, 3, 3, 64}, 8, -0.1, 0.1).to(Device::cuda());
+  const auto filter_gradient = [&] {
+    const Tensor leaf = w.detach().requires_grad_();
+    Tape tape;
+    {
+      Tape::Recording rec(tape);
+      tape.backward(sum(conv2d(x, leaf, Tensor(), {1, 1, 1, 1, 1, 1, 1})));
     }
+    return leaf.grad().to_doubles();
+  };
+  for (bool benchmark : {false, true}) {
+    cuda::set_cudnn_benchmark(benchmark);
+    const std::vector<double> first = filter_gradient();
+    for (int run = 0; run < 3; ++run) CHECK(filter_gradient() == first);
   }
-}
-
-TEST_CASE("gpu agreement: reductions") {
-  const Tensor x = u({8, 16, 16, 32}, 4);
-  expect_agreement([](const std::vector<Tensor>& v) { return sum(v[0]); }, {x}, 1e-5);
-  expect_agreement([](const std::vector<Tensor>& v) { return mean(v[0], {1, 2}); }, {x}, 1e-5);
-  expect_agreement([](const std::vector<Tensor>& v) { return sum(v[0], {0, 2}, true); }, {x}, 1e-5);
-  expect_agreement([](const std::vector<Tensor>& v) { return mean(v[0], {3}); }, {x}, 1e-5);
-  expect_agreement([](const std::vector<Tensor>& v) { return max_last(v[0]).first; }, {u({64, 1000}, 5)}, 0);
-}
-
-TEST_CASE("gpu agreement: matmul and linear (cuBLAS), f32 and f16/bf16 tensor-op math") {
-  expect_agreement([](const std::vector<Tensor>& v) { return matmul(v[0], v[1]); }, {u({64, 96}, 6), u({96, 48}, 7)},
-                   1e-4);
-  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
-    const double tol = dt == DType::f32 ? 1e-4 : 3e-2;
-    expect_agreement([](const std::vector<Tensor>& v) { return linear(v[0], v[1], v[2]); },
-                     {u({32, 128}, 8), u({64, 128}, 9, -0.1, 0.1), u({64}, 10)}, tol, dt);
-  }
-  expect_agreement([](const std::vector<Tensor>& v) { return linear(v[0], v[1]); }, {u({16, 8}, 8), u({4, 8}, 9)}, 1e-5,
-                   DType::f64);
-}
-
-TEST_CASE("gpu agreement: softmax, log_softmax and cross-entropy") {
-  expect_agreement([](const std::vector<Tensor>& v) { return softmax(v[0]); }, {u({64, 1000}, 11, -8, 8)}, 1e-5);
-  expect_agreement([](const std::vector<Tensor>& v) { return log_softmax(v[0]); }, {u({64, 1000}, 12, -8, 8)}, 1e-5);
-  const Tensor labels = Tensor::uniform({64}, 0, 1000, 13).to(DType::i64);
-  const Tensor labels_gpu = labels.to(Device::cuda());
-  expect_agreement(
-      [&](const std::vector<Tensor>& v) { return cross_entropy(v[0], v[0].is_cuda() ? labels_gpu : labels, 0.1); },
-      {u({64, 1000}, 14, -8, 8)}, 1e-5);
-  expect_agreement(
-      [&](const std::vector<Tensor>& v) { return cross_entropy(v[0], v[0].is_cuda() ? labels_gpu : labels); },
-      {u({64, 1000}, 14, -8, 8)}, 1e-2, DType::f16);
-  const Tensor soft = softmax(u({64, 1000}, 15));
-  const Tensor soft_gpu = soft.to(Device::cuda());
-  expect_agreement([&](const std::vector<Tensor>& v) { return cross_entropy_soft(v[0], v[0].is_cuda() ? soft_gpu : soft); },
-                   {u({64, 1000}, 16, -8, 8)}, 1e-5);
-}
-
-TEST_CASE("gpu agreement: cast between floating types") {
-  expect_agreement([](const std::vector<Tensor>& v) { return cast(cast(v[0], DType::f16), DType::f32); },
-                   {u({4096}, 17)}, 0);
-  expect_agreement([](const std::vector<Tensor>& v) { return cast(cast(v[0], DType::bf16), DType::f32); },
-                   {u({4096}, 18)}, 0);
+  cuda::set_cudnn_benchmark(false);
+  cuda::set_cudnn_deterministic(false);
 }
 
 TEST_CASE("gpu: random tensors draw the same values as on the CPU") {

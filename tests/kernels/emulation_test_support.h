@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -67,4 +69,28 @@ inline void expect_close(const Buffer& got, const Buffer& want, const std::strin
 
 inline const DType kFloatTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
 
+// The public ops of engine/ops.h whose CUDA kernels each emulated test runs: op -> tests.
+// test_emulated_coverage.cpp checks that every public op has one (or a stated reason why not).
+inline std::map<std::string, std::set<std::string>>& emulated_ops() {
+  static std::map<std::string, std::set<std::string>> ops;
+  return ops;
+}
+inline void add_ops(std::vector<std::string>& to, const char* op) { to.push_back(op); }
+inline void add_ops(std::vector<std::string>& to, const std::set<std::string>& ops) {
+  to.insert(to.end(), ops.begin(), ops.end());
+}
+template <class... Ops>
+bool register_emulated_ops(const char* test, const Ops&... ops) {
+  std::vector<std::string> all;
+  (add_ops(all, ops), ...);
+  for (const std::string& op : all) emulated_ops()[op].insert(test);
+  return true;
+}
+
 }  // namespace cnn::testing
+
+// A doctest TEST_CASE that runs the CUDA kernels of the listed public ops (names, or sets of names).
+#define CNN_EMULATED_TEST_CASE(name, ...)                                                      \
+  [[maybe_unused]] static const bool DOCTEST_ANONYMOUS(cnn_emulated_ops_) =                  \
+      ::cnn::testing::register_emulated_ops(name, __VA_ARGS__);                                \
+  TEST_CASE(name)

@@ -12,9 +12,9 @@
 using namespace cnn;
 using namespace cnn::testing;
 namespace emu = cnn::kernels::cuda;
-using kernels::BatchNormAct;
 
-TEST_CASE("batch norm: statistics, forward with each activation, backward reduce and input gradient") {
+CNN_EMULATED_TEST_CASE("batch norm: statistics, forward with each activation, backward reduce and input gradient",
+                       "batch_norm2d") {
   for (DType dt : kFloatTypes) {
     const DType acc = accumulate_dtype(dt);
     // 700 rows: more than one split of partial sums; 40 channels: two channel tiles, one partial.
@@ -35,15 +35,15 @@ TEST_CASE("batch norm: statistics, forward with each activation, backward reduce
       for (size_t i = 0; i < v.size(); ++i) inv[i] = 1.0 / std::sqrt(v[i] + 1e-5);
       cpu::cast(DType::f64, inv.data(), acc, invstd.data(), c);
     }
-    for (BatchNormAct act : {BatchNormAct::none, BatchNormAct::relu, BatchNormAct::add_relu}) {
-      const void* r = act == BatchNormAct::add_relu ? res.data() : nullptr;
+    for (BatchNormActivation act : {BatchNormActivation::none, BatchNormActivation::relu, BatchNormActivation::add_relu}) {
+      const void* r = act == BatchNormActivation::add_relu ? res.data() : nullptr;
       Buffer y_cpu(dt, m * c), y_emu(dt, m * c);
       cpu::batch_norm_forward(dt, x.data(), m, c, mean_cpu.data(), invstd.data(), weight.data(), bias.data(), r, act,
                               y_cpu.data());
       emu::batch_norm_forward(dt, x.data(), m, c, mean_cpu.data(), invstd.data(), weight.data(), bias.data(), r, act,
                               y_emu.data(), nullptr, nullptr);
       expect_close(y_emu, y_cpu, "batch norm forward");
-      const void* y = act == BatchNormAct::none ? nullptr : y_cpu.data();
+      const void* y = act == BatchNormActivation::none ? nullptr : y_cpu.data();
       Buffer s1_cpu(acc, c), s2_cpu(acc, c), s1_emu(acc, c), s2_emu(acc, c);
       cpu::batch_norm_backward_reduce(dt, dy.data(), y, x.data(), m, c, mean_cpu.data(), invstd.data(), act,
                                       s1_cpu.data(), s2_cpu.data());
@@ -65,7 +65,8 @@ TEST_CASE("batch norm: statistics, forward with each activation, backward reduce
   }
 }
 
-TEST_CASE("pooling: max with argmax, average with and without padding, adaptive; forward and backward") {
+CNN_EMULATED_TEST_CASE("pooling: max with argmax, average with and without padding, adaptive; forward and backward",
+                       "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d") {
   kernels::PoolGeometry base;
   base.n = 2;
   base.h = 7;
@@ -109,7 +110,8 @@ TEST_CASE("pooling: max with argmax, average with and without padding, adaptive;
   }
 }
 
-TEST_CASE("dropout, drop-path, column copies and transposes match the CPU bit for bit") {
+CNN_EMULATED_TEST_CASE("dropout, drop-path, column copies and transposes match the CPU bit for bit", "dropout",
+                       "drop_path", "concat_channels", "transpose_last2") {
   for (DType dt : kFloatTypes) {
     const int64_t n = 900;
     const Buffer x = random_buffer(dt, n, 20);

@@ -13,34 +13,40 @@
 #include "kernels/reduce.h"
 #include "kernels/softmax.h"
 #include "emulation_test_support.h"
+#include "op_list.h"
 
 using namespace cnn;
 using namespace cnn::testing;
 namespace emu = cnn::kernels::cuda;
 
 
-TEST_CASE("unary kernels, forward and backward, every op") {
-  const UnaryOp ops[] = {UnaryOp::relu, UnaryOp::silu, UnaryOp::sigmoid, UnaryOp::tanh, UnaryOp::gelu_tanh,
-                         UnaryOp::gelu_erf, UnaryOp::exp, UnaryOp::log, UnaryOp::neg, UnaryOp::abs,
-                         UnaryOp::sqrt, UnaryOp::pow, UnaryOp::affine};
+// Every op of CNN_UNARY_OPS and CNN_UNARY_OPS_WITH_ARGUMENTS, on inputs from its domain.
+CNN_EMULATED_TEST_CASE("unary kernels, forward and backward, every op", parameterless_unary_ops(), "gelu", "pow",
+                       "affine", "scale", "shift") {
   const int64_t n = 1000;
   for (DType dt : kFloatTypes) {
-    for (UnaryOp op : ops) {
-      const bool positive = op == UnaryOp::log || op == UnaryOp::sqrt || op == UnaryOp::pow;
-      const Buffer x = random_buffer(dt, n, 1, positive ? 0.1 : -3.0, 3.0);
+    for (const UnaryEntry& e : unary_entries()) {
+      INFO(e.name);
+      const auto [low, high] = unary_test_range(e.domain);
+      Buffer x = random_buffer(dt, n, 1, low, high);
+      if (e.domain == UnaryDomain::kink_at_zero) {  // +-[low, high]: alternate the signs
+        std::vector<double> v = x.values();
+        for (size_t i = 0; i < v.size(); i += 2) v[i] = -v[i];
+        cpu::cast(DType::f64, v.data(), dt, x.data(), n);
+      }
       const Buffer gy = random_buffer(dt, n, 2);
       Buffer y_cpu(dt, n), y_emu(dt, n), gx_cpu(dt, n), gx_emu(dt, n);
-      cpu::unary_forward(op, dt, x.data(), y_cpu.data(), n, 1.5, 0.25);
-      emu::unary_forward(op, dt, x.data(), y_emu.data(), n, 1.5, 0.25, nullptr);
+      cpu::unary_forward(e.op, dt, x.data(), y_cpu.data(), n, 1.5, 0.25);
+      emu::unary_forward(e.op, dt, x.data(), y_emu.data(), n, 1.5, 0.25, nullptr);
       expect_close(y_emu, y_cpu, "unary forward");
-      cpu::unary_backward(op, dt, x.data(), gy.data(), gx_cpu.data(), n, 1.5);
-      emu::unary_backward(op, dt, x.data(), gy.data(), gx_emu.data(), n, 1.5, nullptr);
+      cpu::unary_backward(e.op, dt, x.data(), gy.data(), gx_cpu.data(), n, 1.5);
+      emu::unary_backward(e.op, dt, x.data(), gy.data(), gx_emu.data(), n, 1.5, nullptr);
       expect_close(gx_emu, gx_cpu, "unary backward");
     }
   }
 }
 
-TEST_CASE("binary kernels with broadcasting, forward and backward") {
+CNN_EMULATED_TEST_CASE("binary kernels with broadcasting, forward and backward", "add", "sub", "mul", "div") {
   struct Case {
     int64_t n;
     BroadcastIndex ia, ib;
@@ -73,7 +79,7 @@ TEST_CASE("binary kernels with broadcasting, forward and backward") {
   }
 }
 
-TEST_CASE("cast, fill and random fill match the CPU bit for bit") {
+CNN_EMULATED_TEST_CASE("cast, fill and random fill match the CPU bit for bit", "cast") {
   const int64_t n = 800;
   const std::pair<DType, DType> pairs[] = {{DType::f32, DType::f16}, {DType::f16, DType::f32},
                                            {DType::f32, DType::bf16}, {DType::bf16, DType::f64},
@@ -99,7 +105,9 @@ TEST_CASE("cast, fill and random fill match the CPU bit for bit") {
   }
 }
 
-TEST_CASE("middle-axis sums, both kernel shapes, and their expansion") {
+// sum and mean over axes, and global average pooling (a mean over H and W).
+CNN_EMULATED_TEST_CASE("middle-axis sums, both kernel shapes, and their expansion", "sum", "mean",
+                       "global_avg_pool2d") {
   struct Shape3 {
     int64_t outer, mid, inner;
   };
@@ -127,7 +135,7 @@ TEST_CASE("middle-axis sums, both kernel shapes, and their expansion") {
   }
 }
 
-TEST_CASE("max over the last axis picks the first maximum, and routes its gradient") {
+CNN_EMULATED_TEST_CASE("max over the last axis picks the first maximum, and routes its gradient", "max_last") {
   for (DType dt : kFloatTypes) {
     const int64_t rows = 4, cols = 300;
     Buffer x = random_buffer(dt, rows * cols, 9);
@@ -149,7 +157,7 @@ TEST_CASE("max over the last axis picks the first maximum, and routes its gradie
   }
 }
 
-TEST_CASE("softmax and log-softmax, forward and backward") {
+CNN_EMULATED_TEST_CASE("softmax and log-softmax, forward and backward", "softmax", "log_softmax") {
   for (DType dt : kFloatTypes) {
     for (int64_t cols : {10, 300}) {
       for (bool log : {false, true}) {
@@ -167,7 +175,8 @@ TEST_CASE("softmax and log-softmax, forward and backward") {
   }
 }
 
-TEST_CASE("cross-entropy forward and backward: labels, label smoothing, soft targets") {
+CNN_EMULATED_TEST_CASE("cross-entropy forward and backward: labels, label smoothing, soft targets", "cross_entropy",
+                       "cross_entropy_soft") {
   for (DType dt : kFloatTypes) {
     const DType acc = accumulate_dtype(dt);
     const int64_t rows = 6, cols = 270;

@@ -1,6 +1,7 @@
 // The training loop end to end: a short run on synthetic IDX data that must learn, a run interrupted
 // after one epoch and resumed that reproduces the uninterrupted run's losses bit for bit, a
-// checkpoint of another model refused, and (when the Debian package is installed) a few hundred
+// checkpoint of another model refused, the inf/nan policy (skipped steps in every precision, a stop
+// after 20 in a row or on a loss that is not finite), and (when the Debian package is installed) a few hundred
 // steps on Fashion-MNIST that beat chance by a wide margin.
 #include <doctest/doctest.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "engine/cuda_context.h"
@@ -176,27 +178,89 @@ TEST_CASE("trainer: RandAugment and random erasing train and replay exactly on r
   CHECK(plain.step_losses != runs.full.step_losses);  // the augmentations did change the batches
 }
 
-TEST_CASE("trainer: a loss that is no longer finite stops the run and keeps the last good checkpoint") {
+TEST_CASE("trainer: a run that diverges stops and keeps the last good checkpoint") {
   SmallRun run("diverge", 256, 64, 1, 2);
   const TrainSummary good = run_training(Config::parse(run.text, "test.ini", {"model.name=mlp", "data.batch_size=8", "train.epochs=1"}),
                                          run.opts);
   const std::filesystem::path last = good.run_dir / "last.h5";
   REQUIRE(std::filesystem::exists(last));
   // Resumed for a second epoch at an absurd learning rate and weight decay, the MLP's weights grow
-  // about 99x per step until they overflow within the epoch (32 steps); logging only every 1000
-  // steps, it is the end-of-epoch check that must catch it.
+  // about 99x per step until its logits overflow within the epoch (32 steps): the loss becomes
+  // inf/nan and so do the gradients. fp32 without clipping, every such step is skipped (before the
+  // one inf/nan policy it was taken, and the weights became nan): logging only every 1000 steps, it
+  // is the 20th skipped step in a row that stops the run.
   TrainRunOptions resume = run.opts;
   resume.resume = good.run_dir.string();
-  CHECK_THROWS_WITH_AS(
-      run_training(Config::parse(run.text, "test.ini",
-                                 {"model.name=mlp", "data.batch_size=8", "train.epochs=2", "optim.lr=100",
-                                  "optim.weight_decay=1", "log.every_steps=1000"}),
-                   resume),
-      doctest::Contains("the training loss became"), Error);
+  const std::vector<std::string> diverging = {"model.name=mlp", "data.batch_size=8", "train.epochs=2", "optim.lr=100",
+                                              "optim.weight_decay=1"};
+  std::vector<std::string> rarely_logged = diverging;
+  rarely_logged.push_back("log.every_steps=1000");
+  const std::string stopped = "20 optimizer steps in a row had inf/nan gradients; training stopped. The last good checkpoint is " +
+                              last.string();
+  CHECK_THROWS_WITH_AS(run_training(Config::parse(run.text, "test.ini", rarely_logged), resume),
+                       doctest::Contains(stopped.c_str()), Error);
+  CHECK(run.quiet.str().find(": inf/nan gradients; step skipped") != std::string::npos);
+  // Logged every step, the loss check stops it at the first step whose loss is not finite.
+  std::vector<std::string> logged = diverging;
+  logged.push_back("log.every_steps=1");
+  CHECK_THROWS_WITH_AS(run_training(Config::parse(run.text, "test.ini", logged), resume),
+                       doctest::Contains("the training loss became"), Error);
   const TrainingState kept = load_checkpoint(last);
   CHECK(kept.epoch == 1);
   for (const auto& [name, tensor] : kept.params)
     for (double v : tensor.to_doubles()) REQUIRE_MESSAGE(std::isfinite(v), name);
+}
+
+// The inf/nan policy (train/divergence.h) is the same in every precision: a step whose gradients
+// hold inf/nan is skipped, counted and warned about, and the run goes on; 20 in a row stop it,
+// naming the last good checkpoint, which holds finite weights.
+TEST_CASE("trainer: a step with inf/nan gradients is skipped in fp32, bf16 and fp16 alike; 20 in a row stop the run") {
+  for (const std::string precision : {"fp32", "bf16", "fp16"}) {
+    CAPTURE(precision);
+    SmallRun run("skip_" + precision, 256, 64, 1, 2);
+    run.opts.on_gradients = [](int64_t step, const std::vector<Tensor>& gradients) {
+      if (step != 3) return;
+      Tensor poisoned = gradients.front();
+      poisoned.fill_(std::numeric_limits<double>::infinity());
+    };
+    // No clipping: before the one policy, fp32 and bf16 stepped with the inf and the weights broke.
+    const TrainSummary once = run_training(Config::parse(run.text, "test.ini", {"precision.mode=" + precision}), run.opts);
+    CHECK(once.steps == 16);
+    if (precision == "fp16")
+      CHECK(once.skipped_steps >= 1);  // the loss scale of 2^16 may overflow fp16 gradients on its own too
+    else
+      CHECK(once.skipped_steps == 1);
+    CHECK(run.quiet.str().find("warning: step 3: inf/nan gradients") != std::string::npos);
+    CHECK(std::isfinite(once.last_val_loss));
+    CHECK(once.last_top1 > 80.0);
+    for (double v : load_weights_values(once.run_dir / "model.safetensors")) REQUIRE(std::isfinite(v));
+
+    // Every step from step 10 on poisoned, with clipping on: epoch 3 (steps 16-23) only skips, and
+    // the 20th skip in a row (step 29) stops the run; last.h5 of epoch 3 keeps the weights of step 9.
+    run.opts.on_gradients = [](int64_t step, const std::vector<Tensor>& gradients) {
+      if (step < 10) return;
+      Tensor poisoned = gradients.back();
+      poisoned.fill_(std::numeric_limits<double>::quiet_NaN());
+    };
+    const Config endless = Config::parse(
+        run.text, "test.ini", {"precision.mode=" + precision, "train.epochs=4", "optim.clip_grad_norm=1", "run.name=endless"});
+    CHECK_THROWS_WITH_AS(run_training(endless, run.opts),
+                         doctest::Contains("20 optimizer steps in a row had inf/nan gradients; training stopped. The last good "
+                                           "checkpoint is "),
+                         Error);
+    CHECK(run.quiet.str().find("warning: step 29: inf/nan gradients") != std::string::npos);
+    CHECK(run.quiet.str().find("warning: step 30:") == std::string::npos);
+    const std::filesystem::path runs = run.dir.path / "runs";
+    std::filesystem::path last;
+    for (const auto& entry : std::filesystem::directory_iterator(runs))
+      if (entry.path().string().ends_with("_endless")) last = entry.path() / "last.h5";
+    REQUIRE(std::filesystem::exists(last));
+    const TrainingState kept = load_checkpoint(last);
+    CHECK(kept.epoch == 3);
+    CHECK(kept.step == 24);
+    for (const auto& [name, tensor] : kept.params)
+      for (double v : tensor.to_doubles()) REQUIRE_MESSAGE(std::isfinite(v), name);
+  }
 }
 
 TEST_CASE("trainer: a run stopped inside an epoch resumes there, with accumulation and dropout") {

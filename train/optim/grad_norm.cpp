@@ -31,17 +31,12 @@ GradientStats unscale_and_measure(const std::vector<Tensor>& grads, double inv_s
     const float inv = static_cast<float>(inv_scale);
     const int count = static_cast<int>(table.slots.size());
     Tensor result = Tensor::zeros({2}, DType::f32, table.device);
-    Tensor partials;
+    Tensor partials;  // CUDA's per-block partial results; the CPU needs none
     if (table.device.is_cuda()) partials = Tensor::empty({2 * kernels::kLossScaleMaxBlocks}, DType::f32, table.device);
-    run_on_slots(
-        table,
-        [&](const kernels::MultiTensorSlot* slots) {
-          kernels::cpu::unscale_and_check(slots, count, table.total, dtype, inv, nullptr, result.data_as<float>());
-        },
-        [&]([[maybe_unused]] const kernels::MultiTensorSlot* slots, kernels::Stream s) {
-          CNN_IF_CUDA(kernels::cuda::unscale_and_check(slots, count, table.total, dtype, inv, partials.data_as<float>(),
-                                                       result.data_as<float>(), s));
-        });
+    Tensor device_copy;
+    const kernels::MultiTensorSlot* slots = table.kernel_slots(device_copy);
+    CNN_KERNEL(table.device, unscale_and_check, slots, count, table.total, dtype, inv,
+               partials.defined() ? partials.data_as<float>() : nullptr, result.data_as<float>());
     const std::vector<double> r = result.to_doubles();
     sum_squares += r[0];
     non_finite += r[1];

@@ -1,4 +1,4 @@
-// Slot tables and their upload to the device.
+// Slot tables, their upload to the device, and the optimizer kernels over them.
 #include "train/optim/multi_tensor.h"
 
 #include "engine/backend.h"
@@ -13,27 +13,21 @@ kernels::MultiTensorSlot& SlotTable::add(int64_t numel) {
   return s;
 }
 
-void run_on_slots(const SlotTable& table, const std::function<void(const kernels::MultiTensorSlot*)>& on_cpu,
-                  const std::function<void(const kernels::MultiTensorSlot*, kernels::Stream)>& on_cuda) {
-  if (table.slots.empty()) return;
-  run_on(table.device, [&] { on_cpu(table.slots.data()); },
-         [&](kernels::Stream s) {
-           const size_t bytes = table.slots.size() * sizeof(kernels::MultiTensorSlot);
-           Tensor on_device = Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, table.device);
-           cuda::copy(on_device.data(), table.device, table.slots.data(), Device::cpu(), bytes);
-           on_cuda(static_cast<const kernels::MultiTensorSlot*>(on_device.data()), s);
-         });
+const kernels::MultiTensorSlot* SlotTable::kernel_slots(Tensor& device_copy) const {
+  if (device.is_cpu()) return slots.data();
+  const size_t bytes = slots.size() * sizeof(kernels::MultiTensorSlot);
+  device_copy = Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, device);
+  cuda::copy(device_copy.data(), device, slots.data(), Device::cpu(), bytes);
+  return static_cast<const kernels::MultiTensorSlot*>(device_copy.data());
 }
 
 namespace {
 template <class Args>
 void run_kernel(const SlotTable& table, const Args& args) {
-  const int count = static_cast<int>(table.slots.size());
-  run_on_slots(
-      table, [&](const kernels::MultiTensorSlot* slots) { kernels::cpu::optimizer_step(slots, count, table.total, args); },
-      [&]([[maybe_unused]] const kernels::MultiTensorSlot* slots, kernels::Stream s) {
-        CNN_IF_CUDA(kernels::cuda::optimizer_step(slots, count, table.total, args, s));
-      });
+  if (table.slots.empty()) return;
+  Tensor device_copy;
+  const kernels::MultiTensorSlot* slots = table.kernel_slots(device_copy);
+  CNN_KERNEL(table.device, optimizer_step, slots, static_cast<int>(table.slots.size()), table.total, args);
 }
 }  // namespace
 

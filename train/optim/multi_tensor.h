@@ -1,8 +1,7 @@
 // Host side of the multi-tensor kernels: builds the slot table of a set of tensors
-// (kernels/optimizer.h) and hands it to the kernels on the tensors' device (on CUDA, the table is
-// copied to device memory first, so that one launch covers every tensor).
+// (kernels/optimizer.h) and puts it where the kernels on the tensors' device read it (on CUDA, the
+// table is copied to device memory first, so that one launch covers every tensor).
 #pragma once
-#include <functional>
 #include <vector>
 
 #include "engine/tensor.h"
@@ -17,12 +16,12 @@ struct SlotTable {
 
   // Appends a slot for `numel` elements, setting its position in the concatenation.
   kernels::MultiTensorSlot& add(int64_t numel);
-};
 
-// Calls on_cpu(slots) or on_cuda(slots, stream) with the table where the kernels can read it: host memory
-// for the CPU, a device copy (alive until the call returns; the kernels run in stream order) for CUDA.
-void run_on_slots(const SlotTable& table, const std::function<void(const kernels::MultiTensorSlot*)>& on_cpu,
-                  const std::function<void(const kernels::MultiTensorSlot*, kernels::Stream)>& on_cuda);
+  // The table where the kernels on `device` read it, for CNN_KERNEL (engine/backend.h): the host
+  // vector for the CPU; for CUDA a device copy held by `device_copy`, which the caller keeps until
+  // the kernel is enqueued (the kernels run in stream order, so the memory is not reused early).
+  const kernels::MultiTensorSlot* kernel_slots(Tensor& device_copy) const;
+};
 
 // The optimizer kernel of `args` (SGD or AdamW) over the table.
 void run_optimizer_kernel(const SlotTable& table, const kernels::SgdArgs& args);

@@ -1,0 +1,81 @@
+// Building the learner, and its checkpoints (see learner.h).
+#include "train/learner.h"
+
+#include "layers/registry.h"
+#include "layers/weights.h"
+#include "train/checkpoint.h"
+#include "train/eval_support.h"
+#include "train/optim/adamw.h"
+#include "train/optim/param_groups.h"
+#include "train/optim/sgd.h"
+#include "train/run_log.h"
+#include "train/train_settings.h"
+
+namespace cnn::train {
+
+namespace {
+std::unique_ptr<Module> build_model(const TrainSettings& settings, RunLog& log) {
+  const ModelSettings& wanted = settings.model;
+  std::unique_ptr<Module> model = make_model(wanted.name, static_cast<int>(settings.data.classes), settings.data.channels,
+                                             settings.compute.seed, wanted.options);
+  if (!wanted.pretrained.empty()) {
+    const WeightsReport report = load_weights(*model, wanted.pretrained, !wanted.pretrained_head);
+    log.info("pretrained weights " + wanted.pretrained + ": " + report.summary());
+  }
+  model->to(settings.compute.device);
+  if (settings.precision.compute != DType::f32) model->to(settings.precision.compute);
+  model->set_gradient_checkpointing(wanted.gradient_checkpointing);
+  model->train();
+  return model;
+}
+
+std::unique_ptr<Optimizer> build_optimizer(const OptimSettings& settings, const Module& model) {
+  std::vector<ParamGroup> groups = make_param_groups(as_named(model.named_parameters()), settings.groups);
+  std::unique_ptr<Optimizer> optimizer;
+  if (settings.adamw)
+    optimizer = std::make_unique<AdamW>(groups, settings.adamw_options);
+  else
+    optimizer = std::make_unique<SGD>(groups, settings.sgd_options);
+  if (!settings.frozen.empty()) optimizer->set_frozen(settings.frozen, true);
+  return optimizer;
+}
+}  // namespace
+
+Learner build_learner(const TrainSettings& settings, int64_t steps_per_epoch, RunLog& log) {
+  std::unique_ptr<Module> model = build_model(settings, log);
+  std::unique_ptr<Optimizer> optimizer = build_optimizer(settings.optim, *model);
+  ScheduleOptions schedule = settings.optim.schedule;
+  schedule.steps_per_epoch = steps_per_epoch;
+  return {std::move(model), std::move(optimizer), LrSchedule(schedule), LossScaler(settings.precision.loss_scaler)};
+}
+
+RunProgress restore_learner(Learner& learner, const std::filesystem::path& checkpoint, RunLog& log) {
+  const TrainingState saved = load_checkpoint(checkpoint);
+  restore_tensors(saved.params, as_named(learner.model->named_parameters()), checkpoint.string());
+  restore_tensors(saved.buffers, as_named(learner.model->named_buffers()), checkpoint.string());
+  learner.optimizer->load_state(saved.optimizer);
+  learner.schedule.load_state(saved.lr_schedule);
+  if (!saved.loss_scaler.empty()) learner.scaler.load_state(saved.loss_scaler);
+  log.info("resumed from " + checkpoint.string() + " after epoch " + std::to_string(saved.epoch) + ", step " +
+           std::to_string(saved.step));
+  return {.epochs_done = saved.epoch, .step = saved.step, .best_metric = saved.best_metric};
+}
+
+void save_learner(const std::filesystem::path& path, const Learner& learner, const RunProgress& progress, int64_t epochs_done,
+                  const TrainSettings& settings, const std::vector<std::string>& class_names) {
+  TrainingState state;
+  state.params = as_named(learner.model->named_parameters());
+  state.buffers = as_named(learner.model->named_buffers());
+  state.optimizer = learner.optimizer->state();
+  state.epoch = epochs_done;
+  state.step = progress.step;
+  state.seed = settings.compute.seed;
+  state.best_metric = progress.best_metric;
+  state.lr_schedule = learner.schedule.state();
+  state.loss_scaler = learner.scaler.state();
+  state.config = settings.resolved_ini;
+  state.class_names = class_names;
+  save_checkpoint(path, state);
+}
+
+}  // namespace cnn::train

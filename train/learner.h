@@ -1,0 +1,49 @@
+// The model and what changes it, built from the settings: the model from the zoo (pretrained
+// weights loaded, moved to the device and the compute dtype), the optimizer over its parameter
+// groups, the learning-rate schedule and the loss scaler. And the checkpoint of a run: the learner
+// with the run's progress, saved to and restored from the HDF5 layout of train/checkpoint.h.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/module.h"
+#include "train/loss_scaler.h"
+#include "train/optim/optimizer.h"
+#include "train/schedule/lr_schedule.h"
+
+namespace cnn::train {
+
+struct TrainSettings;
+class RunLog;
+
+struct Learner {
+  std::unique_ptr<Module> model;
+  std::unique_ptr<Optimizer> optimizer;
+  LrSchedule schedule;
+  LossScaler scaler;
+};
+
+// `steps_per_epoch` optimizer steps make an epoch (for the schedule).
+Learner build_learner(const TrainSettings& settings, int64_t steps_per_epoch, RunLog& log);
+
+// Where a run stands.
+struct RunProgress {
+  int64_t epochs_done = 0;  // epochs completed (the next epoch to train)
+  int64_t step = 0;         // optimizer steps taken
+  double best_metric = std::numeric_limits<double>::quiet_NaN();  // NaN: no validation yet
+};
+
+// Loads a checkpoint into the learner (a cnn::Error when it belongs to another model) and says so
+// in the log; returns the progress it recorded.
+RunProgress restore_learner(Learner& learner, const std::filesystem::path& checkpoint, RunLog& log);
+
+// Writes the learner and `progress` to `path` (with `epochs_done` as the epoch count: an epoch cut
+// short by max_steps is not done), the resolved config and the class names.
+void save_learner(const std::filesystem::path& path, const Learner& learner, const RunProgress& progress, int64_t epochs_done,
+                  const TrainSettings& settings, const std::vector<std::string>& class_names);
+
+}  // namespace cnn::train

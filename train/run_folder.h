@@ -1,0 +1,24 @@
+// The run folder <run.dir>/<YYYYmmdd_HHMMSS>_<run.name>/, and the checkpoint a run resumes from.
+// A resumed run continues in the folder of its checkpoint: --resume RUN_DIR (its last.h5), a
+// checkpoint file (its folder), or [checkpoint] resume = auto (the newest folder of the same run
+// name that holds a last.h5; a fresh folder when there is none).
+#pragma once
+#include <filesystem>
+#include <string>
+
+namespace cnn::train {
+
+struct RunSettings;
+
+struct RunFolder {
+  std::filesystem::path dir;          // created
+  std::filesystem::path resume_from;  // "" : start afresh; else an existing checkpoint file
+  std::filesystem::path last_checkpoint() const;  // dir/last.h5
+  std::filesystem::path best_checkpoint() const;  // dir/best.h5
+};
+
+// `resume_option` (the command line's --resume) overrides [checkpoint] resume when not empty.
+// A cnn::Error when the checkpoint to resume from does not exist.
+RunFolder open_run_folder(const RunSettings& settings, const std::string& resume_option);
+
+}  // namespace cnn::train

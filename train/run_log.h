@@ -1,0 +1,56 @@
+// What a training run writes as it goes: RunLog, the console's messages mirrored to train.log with
+// a timestamp per line, and RunMetrics, the numbers of logged steps and of epochs written to
+// metrics.jsonl and the TensorBoard event files (each when enabled in [log]).
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "train/log/console.h"
+#include "train/log/metrics_jsonl.h"
+#include "train/log/tensorboard.h"
+
+namespace cnn::train {
+
+struct LogSettings;
+
+// The local time now, as std::put_time writes `format`.
+std::string timestamp(const char* format);
+
+// Everything the console shows goes to train.log too, with a timestamp per line.
+class RunLog {
+ public:
+  RunLog(Console& console, const std::filesystem::path& file);
+  void summary(const std::string& message);
+  void info(const std::string& message);
+  void warn(const std::string& message);
+  // The console's progress display; with `log_line` also a line in train.log.
+  void progress(int64_t epoch, int64_t step, int64_t steps, const std::vector<std::pair<std::string, double>>& numbers,
+                bool log_line);
+
+ private:
+  void write(const std::string& message);
+  Console& console_;
+  std::ofstream file_;
+};
+
+class RunMetrics {
+ public:
+  RunMetrics(const LogSettings& settings, const std::filesystem::path& run_dir);
+  // A logged step's numbers: a metrics.jsonl line and TensorBoard scalars "train/<name>".
+  void write_step(int64_t step, int64_t epoch, const std::map<std::string, double>& numbers);
+  // An epoch's numbers: a metrics.jsonl line of kind "epoch", scalars "epoch/<name>", then a flush.
+  void write_epoch(int64_t step, int64_t epoch, const std::map<std::string, double>& numbers);
+
+ private:
+  void add_scalars(const std::string& prefix, int64_t step, const std::map<std::string, double>& numbers);
+  std::unique_ptr<MetricsJsonl> jsonl_;
+  std::unique_ptr<EventWriter> events_;
+};
+
+}  // namespace cnn::train

@@ -1,0 +1,161 @@
+// Reading a Config into TrainSettings (see train_settings.h).
+#include "train/train_settings.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "engine/error.h"
+#include "train/eval_support.h"
+
+namespace cnn::train {
+
+namespace {
+// Combinations that cannot mean what they say are refused before any work.
+void refuse_contradictions(const Config& config) {
+  CNN_CHECK(!(config.boolean("augment.on_gpu") && config.real("augment.random_erasing") > 0), config.origin("augment.random_erasing"),
+            ": augment.random_erasing works on normalised images, which with augment.on_gpu = true only exist on the ",
+            "device; set on_gpu = false to use random erasing");
+  CNN_CHECK(!(config.boolean("augment.random_resized_crop") && config.integer("augment.crop_padding") > 0),
+            config.origin("augment.crop_padding"), ": augment.crop_padding applies to the plain random crop; with ",
+            "random_resized_crop = true it would be ignored: set one of them back");
+  CNN_CHECK(!config.text("data.path").empty(), config.origin("data.path"), ": [data] path is empty; set it to the training data");
+}
+
+// The dataset spec of data/open_dataset.h for a [data] path and split.
+std::string dataset_spec(const Config& config, const std::string& path, bool train) {
+  const std::string& format = config.text("data.format");
+  if (format == "idx") {  // Fashion-MNIST's folder gets its class names; other IDX data numbered classes
+    const bool fashion = path.find("fashion") != std::string::npos;
+    return (fashion ? "fashion-mnist:" : "mnist:") + path + (train ? ":train" : ":test");
+  }
+  if (format == "cifar")
+    return (config.integer("model.num_classes") == 100 ? "cifar100:" : "cifar10:") + path + (train ? ":train" : ":test");
+  return path;  // folder (a directory), packed (.h5) or list files are recognised by open_dataset
+}
+
+DType compute_dtype(const std::string& mode) {
+  return mode == "fp16" ? DType::f16 : mode == "bf16" ? DType::bf16 : DType::f32;
+}
+
+ComputeSettings compute_settings(const Config& config) {
+  return {.device = Device::parse(config.text("train.device")),
+          .threads = static_cast<int>(config.integer("train.threads")),
+          .cudnn_benchmark = config.boolean("train.cudnn_benchmark"),
+          .deterministic = config.boolean("train.deterministic"),
+          .seed = static_cast<uint64_t>(config.integer("train.seed"))};
+}
+
+RunSettings run_settings(const Config& config) {
+  RunSettings run{.name = config.text("run.name"), .parent = config.text("run.dir"), .resume = config.text("checkpoint.resume")};
+  if (run.name.empty()) run.name = config.source().empty() ? "run" : std::filesystem::path(config.source()).stem().string();
+  return run;
+}
+
+DataSettings data_settings(const Config& config, const ComputeSettings& compute, DType compute_dtype) {
+  DataSettings data;
+  data.train_spec = dataset_spec(config, config.text("data.path"), true);
+  if (!config.text("data.val_path").empty()) data.validation_spec = dataset_spec(config, config.text("data.val_path"), false);
+  data.classes = config.integer("model.num_classes");
+  data.classes_origin = config.origin("model.num_classes");
+  data.channels = static_cast<int>(config.integer("model.in_channels"));
+  data.image_size = static_cast<int>(config.integer("data.image_size"));
+  data.normalize = normalize_of(config, data.channels);
+  data::LoaderOptions& loader = data.loader;
+  loader.batch_size = config.integer("data.batch_size");
+  loader.workers = static_cast<int>(config.integer("data.workers"));
+  loader.prefetch = static_cast<int>(config.integer("data.prefetch") * std::max<int64_t>(1, config.integer("data.workers")));
+  loader.shuffle = true;
+  loader.seed = compute.seed;
+  loader.drop_last = config.boolean("data.drop_last");
+  loader.dtype = config.boolean("augment.on_gpu") ? DType::u8 : compute_dtype;
+  loader.device = compute.device;
+  if (!data.validation_spec.empty()) data.validation_transforms = eval_pipeline(config, data.channels);
+  return data;
+}
+
+AugmentSettings augment_settings(const Config& config) {
+  return {.on_device = config.boolean("augment.on_gpu"),
+          .random_resized_crop = config.boolean("augment.random_resized_crop"),
+          .scale_min = config.real("augment.scale_min"),
+          .ratio_min = config.real("augment.ratio_min"),
+          .ratio_max = config.real("augment.ratio_max"),
+          .crop_padding = static_cast<int>(config.integer("augment.crop_padding")),
+          .hflip = config.real("augment.hflip"),
+          .color_jitter = config.real("augment.color_jitter"),
+          .randaugment_ops = static_cast<int>(config.integer("augment.randaugment_ops")),
+          .randaugment_magnitude = static_cast<int>(config.integer("augment.randaugment_magnitude")),
+          .random_erasing = config.real("augment.random_erasing")};
+}
+
+ModelSettings model_settings(const Config& config) {
+  return {.name = config.text("model.name"),
+          .options = {.dropout = config.optional_real("model.dropout"),
+                      .drop_path = config.optional_real("model.drop_path"),
+                      .zero_init_residual = config.boolean("model.zero_init_residual")},
+          .pretrained = config.text("model.pretrained"),
+          .pretrained_head = config.boolean("model.pretrained_head"),
+          .gradient_checkpointing = config.text("train.checkpointing") == "blocks"};
+}
+
+OptimSettings optim_settings(const Config& config) {
+  OptimSettings optim;
+  optim.adamw = config.text("optim.name") == "adamw";
+  optim.adamw_options = {config.real("optim.beta1"), config.real("optim.beta2"), config.real("optim.eps")};
+  optim.sgd_options = {config.real("optim.momentum"), config.boolean("optim.nesterov")};
+  optim.groups.weight_decay = config.real("optim.weight_decay");
+  optim.groups.no_decay_1d = config.boolean("optim.no_decay_bn_bias");
+  optim.groups.head_prefix = config.text("optim.head");
+  optim.groups.head_lr_mult = config.real("optim.head_lr_mult");
+  optim.frozen = config.texts("optim.freeze");
+  optim.unfreeze_epoch = config.integer("optim.unfreeze_epoch");
+  optim.clip_grad_norm = config.real("optim.clip_grad_norm");
+  const int64_t images_per_step = config.integer("data.batch_size") * config.integer("train.accumulate");
+  optim.schedule = schedule_options(config, 1, images_per_step);
+  return optim;
+}
+
+LossSettings loss_settings(const Config& config) {
+  LossSettings loss;
+  loss.label_smoothing = config.real("train.label_smoothing");
+  loss.mixing = config.real("train.mixup") > 0 || config.real("train.cutmix") > 0;
+  loss.mix.mixup_alpha = config.real("train.mixup");
+  loss.mix.cutmix_alpha = config.real("train.cutmix");
+  loss.mix.probability = config.real("train.mix_prob");
+  loss.mix.label_smoothing = loss.label_smoothing;
+  return loss;
+}
+}  // namespace
+
+TrainSettings from_config(const Config& config) {
+  refuse_contradictions(config);
+  TrainSettings settings;
+  settings.compute = compute_settings(config);
+  settings.run = run_settings(config);
+  settings.precision.mode = config.text("precision.mode");
+  settings.precision.compute = compute_dtype(settings.precision.mode);
+  settings.precision.loss_scaler = loss_scaler_options(config);
+  settings.data = data_settings(config, settings.compute, settings.precision.compute);
+  settings.augment = augment_settings(config);
+  settings.model = model_settings(config);
+  settings.optim = optim_settings(config);
+  settings.loss = loss_settings(config);
+  settings.loop = {.epochs = config.integer("train.epochs"),
+                   .max_steps = config.integer("train.max_steps"),
+                   .accumulate = config.integer("train.accumulate"),
+                   .eval_every = config.integer("train.eval_every")};
+  settings.checkpoint = {.every_epochs = config.integer("checkpoint.every_epochs"),
+                         .every_steps = config.integer("checkpoint.every_steps"),
+                         .save_best = config.boolean("checkpoint.save_best"),
+                         .best_is_loss = config.text("checkpoint.best_metric") == "val_loss",
+                         .plateau_watches_top1 = config.text("schedule.plateau_metric") == "val_top1",
+                         .export_safetensors = config.boolean("checkpoint.export_safetensors")};
+  settings.log = {.level = parse_log_level(config.text("log.level")),
+                  .progress = parse_progress_mode(config.text("log.progress")),
+                  .every_steps = config.integer("log.every_steps"),
+                  .jsonl = config.boolean("log.jsonl"),
+                  .tensorboard = config.boolean("log.tensorboard")};
+  settings.resolved_ini = config.to_ini();
+  return settings;
+}
+
+}  // namespace cnn::train

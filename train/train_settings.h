@@ -1,0 +1,150 @@
+// What a training run reads from its Config, read once (from_config) into typed fields before any
+// work starts, one struct per config section. The trainer's steps take these structs; nothing in
+// the epoch loop or the training step looks a key up by name. Settings that contradict each other
+// are refused here, with the file:line of the offending key.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/batch_augment.h"
+#include "data/loader.h"
+#include "data/transforms.h"
+#include "engine/device.h"
+#include "engine/dtype.h"
+#include "layers/registry.h"
+#include "train/config/config.h"
+#include "train/log/console.h"
+#include "train/loss_scaler.h"
+#include "train/optim/adamw.h"
+#include "train/optim/param_groups.h"
+#include "train/optim/sgd.h"
+#include "train/schedule/lr_schedule.h"
+
+namespace cnn::train {
+
+// [train]: where and how the backend computes.
+struct ComputeSettings {
+  Device device = Device::cpu();
+  int threads = 0;  // CPU threads (0: all cores)
+  bool cudnn_benchmark = true;
+  bool deterministic = false;
+  uint64_t seed = 0;
+};
+
+// [run] and [checkpoint] resume: where the run folder is.
+struct RunSettings {
+  std::string name;    // [run] name, or the config file's stem, or "run"
+  std::string parent;  // [run] dir
+  std::string resume;  // [checkpoint] resume: "", "auto", a run folder or a checkpoint file
+};
+
+// [data] (and the [model] keys that describe the data: channels and classes).
+struct DataSettings {
+  std::string train_spec;       // the dataset spec of data/open_dataset.h for [data] path
+  std::string validation_spec;  // "" without [data] val_path
+  int64_t classes = 0;
+  std::string classes_origin;  // where [model] num_classes was set, for messages
+  int channels = 0;
+  int image_size = 0;
+  data::Normalize normalize;
+  data::LoaderOptions loader;                           // the training loader (device set, shuffled)
+  std::optional<data::Pipeline> validation_transforms;  // set when there is validation data
+};
+
+// [augment]: the loader's transforms, or the batched crop and flip on the device.
+struct AugmentSettings {
+  bool on_device = false;
+  bool random_resized_crop = true;
+  double scale_min = 0.08, ratio_min = 0.75, ratio_max = 4.0 / 3.0;
+  int crop_padding = 0;
+  double hflip = 0.5;
+  double color_jitter = 0;
+  int randaugment_ops = 0, randaugment_magnitude = 9;
+  double random_erasing = 0;
+};
+
+// [model].
+struct ModelSettings {
+  std::string name;
+  ModelOptions options;
+  std::string pretrained;  // "" : random initialisation
+  bool pretrained_head = false;
+  bool gradient_checkpointing = false;  // train.checkpointing = blocks
+};
+
+// [optim] and [schedule].
+struct OptimSettings {
+  bool adamw = false;  // else SGD
+  AdamWOptions adamw_options;
+  SgdOptions sgd_options;
+  ParamGroupOptions groups;
+  std::vector<std::string> frozen;
+  int64_t unfreeze_epoch = -1;
+  double clip_grad_norm = 0;  // 0: no clipping
+  ScheduleOptions schedule;   // steps_per_epoch is set once the data is open
+};
+
+// The loss: label smoothing, or MixUp/CutMix soft targets.
+struct LossSettings {
+  double label_smoothing = 0;
+  bool mixing = false;  // MixUp or CutMix on
+  data::MixOptions mix;
+};
+
+// [precision].
+struct PrecisionSettings {
+  std::string mode = "fp32";  // fp32 | fp16 | bf16, as written in the log
+  DType compute = DType::f32;
+  LossScalerOptions loss_scaler;
+  bool fp16() const { return compute == DType::f16; }
+};
+
+// [train] epochs and steps.
+struct LoopSettings {
+  int64_t epochs = 1;
+  int64_t max_steps = 0;  // 0: no limit
+  int64_t accumulate = 1;
+  int64_t eval_every = 1;
+};
+
+// [checkpoint] (resume aside: RunSettings).
+struct CheckpointSettings {
+  int64_t every_epochs = 1;
+  int64_t every_steps = 0;
+  bool save_best = true;
+  bool best_is_loss = false;  // best.h5 by val_loss (else val_top1)
+  bool plateau_watches_top1 = false;
+  bool export_safetensors = true;
+};
+
+// [log].
+struct LogSettings {
+  LogLevel level = LogLevel::normal;
+  ProgressMode progress = ProgressMode::automatic;
+  int64_t every_steps = 50;
+  bool jsonl = true;
+  bool tensorboard = true;
+};
+
+struct TrainSettings {
+  ComputeSettings compute;
+  RunSettings run;
+  DataSettings data;
+  AugmentSettings augment;
+  ModelSettings model;
+  OptimSettings optim;
+  LossSettings loss;
+  PrecisionSettings precision;
+  LoopSettings loop;
+  CheckpointSettings checkpoint;
+  LogSettings log;
+  std::string resolved_ini;  // Config::to_ini(): written to config.ini and into every checkpoint
+};
+
+// Reads every key the trainer uses; a cnn::Error (with the key's file:line) for combinations that
+// cannot mean what they say.
+TrainSettings from_config(const Config& config);
+
+}  // namespace cnn::train

@@ -1,0 +1,54 @@
+// The training step (see train_step.h).
+#include "train/train_step.h"
+
+#include "data/batch_augment.h"
+#include "engine/cnn.h"
+#include "train/learner.h"
+#include "train/optim/grad_norm.h"
+#include "train/train_settings.h"
+
+namespace cnn::train {
+
+// ===================================== the training step =====================================
+// Gradient accumulation is the tape's: the micro-batches of a step add into the same .grad.
+
+Tensor forward_backward(Learner& learner, const MicroBatch& batch, const TrainSettings& settings) {
+  const LossSettings& loss_settings = settings.loss;
+  const uint64_t seed = settings.compute.seed;
+  const auto epoch = static_cast<uint64_t>(batch.epoch), index = static_cast<uint64_t>(batch.index);
+  // Dropout and drop-path masks keyed by (epoch, batch): a resumed run draws what this batch would have.
+  learner.model->reseed(derive_seed(derive_seed(seed, epoch), index));
+  Tensor images = batch.images;
+  Tape tape;
+  Tensor loss;
+  {
+    Tape::Recording recording(tape);
+    Tensor targets;  // MixUp/CutMix: the images are mixed in place, the targets are soft
+    if (loss_settings.mixing)
+      targets = data::mix_batch(images, batch.labels, settings.data.classes, loss_settings.mix, seed, epoch, index).targets;
+    const Tensor logits = learner.model->forward(images).to(DType::f32);  // forward
+    loss = loss_settings.mixing ? cross_entropy_soft(logits, targets)     // loss
+                                : cross_entropy(logits, batch.labels, loss_settings.label_smoothing);
+  }
+  const double loss_gradient = learner.scaler.scale() / static_cast<double>(settings.loop.accumulate);
+  tape.backward(loss, Tensor::full({}, loss_gradient, DType::f32, settings.compute.device));  // backward
+  return loss.detach();
+}
+
+StepOutcome optimizer_step(Learner& learner, int64_t step, double clip_grad_norm, const GradientHook& on_gradients) {
+  const std::vector<Tensor> gradients = learner.optimizer->gradients();
+  if (on_gradients) on_gradients(step, gradients);  // the gradients are final here (distributed: all-reduce)
+  const double loss_scale = learner.scaler.scale();
+  const GradientStats stats = learner.scaler.unscale(gradients);  // unscale (x 1 but in fp16), norm, inf/nan count
+  const bool finite = learner.scaler.update(stats);               // inf/nan: skip (fp16: lower the scale)
+  if (finite) {
+    const double clip = clip_coefficient(stats.norm, clip_grad_norm);  // clip (1 when off) ...
+    learner.optimizer->step(learner.schedule.lr(step), clip);          // ... inside the update
+  }
+  learner.optimizer->zero_grad();
+  return {.step = step, .applied = finite, .loss_scale = loss_scale, .next_loss_scale = learner.scaler.scale()};
+}
+
+// =============================================================================================
+
+}  // namespace cnn::train

@@ -1,0 +1,40 @@
+// The training step: forward, loss and backward of each micro-batch, then (after the step's last
+// micro-batch) unscale and measure the gradients, skip or clip, and the optimizer update. See the
+// fenced section of train_step.cpp; the inf/nan policy is divergence.h's.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "engine/tensor.h"
+#include "train/divergence.h"
+
+namespace cnn::train {
+
+struct Learner;
+struct TrainSettings;
+
+// One micro-batch on the training device, ready for the model.
+struct MicroBatch {
+  Tensor images;      // [n, H, W, C] of the compute dtype
+  Tensor labels;      // [n] i64
+  int64_t epoch = 0;  // 0-based
+  int64_t index = 0;  // 1-based place of the batch in its epoch (keys dropout masks and mixing)
+};
+
+// Called once per optimizer step between the last backward and the unscaling, with the final,
+// still loss-scaled gradients: where distributed training all-reduces them (and where tests inject
+// inf/nan). May change the gradients in place. (With accumulation, the backward passes of a step's
+// earlier micro-batches are the ones a distributed run makes without communication, as no_sync.)
+using GradientHook = std::function<void(int64_t step, const std::vector<Tensor>& gradients)>;
+
+// Forward, loss and backward of one micro-batch: its gradients (of the loss times the loss scale,
+// divided by train.accumulate) add into the parameters' .grad. Returns the loss, detached.
+Tensor forward_backward(Learner& learner, const MicroBatch& batch, const TrainSettings& settings);
+
+// Optimizer step `step` over the gradients the micro-batches left: the hook, the fused unscale and
+// measure pass, then the update (clipped to optim.clip_grad_norm) unless the gradients hold inf/nan;
+// the gradients are zeroed either way.
+StepOutcome optimizer_step(Learner& learner, int64_t step, double clip_grad_norm, const GradientHook& on_gradients);
+
+}  // namespace cnn::train

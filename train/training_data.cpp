@@ -1,0 +1,105 @@
+// Opening the training and validation data (see training_data.h).
+#include "train/training_data.h"
+
+#include <algorithm>
+#include <fstream>
+
+#include "data/open_dataset.h"
+#include "data/randaugment.h"
+#include "data/transforms.h"
+#include "engine/error.h"
+#include "train/run_log.h"
+#include "train/train_settings.h"
+
+namespace cnn::train {
+
+namespace {
+// The loader's training transforms, in torchvision's order: crop (random resized, or resize + centre
+// crop + padded random crop), flip, colour jitter, RandAugment, normalisation, random erasing. With
+// augment.on_gpu the pipeline stops at uint8 after the colour transforms and BatchCropFlip does the
+// padded crop, the flip and the normalisation on the training device (after RandAugment, then).
+data::Pipeline train_pipeline(const TrainSettings& settings) {
+  const AugmentSettings& augment = settings.augment;
+  const int size = settings.data.image_size;
+  std::vector<data::TransformPtr> transforms;
+  const double flip = augment.on_device ? 0.0 : augment.hflip;
+  if (augment.random_resized_crop) {  // the flip, if any, in the same resampling pass
+    transforms.push_back(std::make_shared<data::RandomResizedCrop>(size, size, std::array<double, 2>{augment.scale_min, 1.0},
+                                                                   std::array<double, 2>{augment.ratio_min, augment.ratio_max},
+                                                                   flip));
+  } else {
+    transforms.push_back(std::make_shared<data::Resize>(size));
+    transforms.push_back(std::make_shared<data::CenterCrop>(size, size));
+    if (augment.crop_padding > 0 && !augment.on_device)
+      transforms.push_back(std::make_shared<data::RandomCrop>(size, size, augment.crop_padding));
+  }
+  if (flip > 0 && !augment.random_resized_crop) transforms.push_back(std::make_shared<data::RandomHorizontalFlip>(flip));
+  const float jitter = static_cast<float>(augment.color_jitter);
+  if (jitter > 0) transforms.push_back(std::make_shared<data::ColorJitter>(jitter, jitter, jitter, 0.0f));
+  if (augment.randaugment_ops > 0)
+    transforms.push_back(std::make_shared<data::RandAugment>(augment.randaugment_ops, augment.randaugment_magnitude));
+  data::Pipeline pipeline(transforms, size, size, settings.data.channels, settings.data.normalize);
+  if (augment.random_erasing > 0) pipeline.set_random_erasing(data::RandomErasing{augment.random_erasing});
+  return pipeline;
+}
+
+// The class names of the training set, cut or extended with numbers to `classes`, and classes.txt.
+std::vector<std::string> class_names_of(const data::Dataset& train_set, int64_t classes, const std::filesystem::path& run_dir) {
+  std::vector<std::string> names = train_set.class_names();
+  names.resize(std::min<size_t>(names.size(), static_cast<size_t>(classes)));
+  while (static_cast<int64_t>(names.size()) < classes) names.push_back(std::to_string(names.size()));
+  std::ofstream file(run_dir / "classes.txt");
+  for (const std::string& name : names) file << name << "\n";
+  return names;
+}
+}  // namespace
+
+BatchCropFlip::BatchCropFlip(const TrainSettings& settings)
+    : normalize_(settings.data.normalize), dtype_(settings.precision.compute), seed_(settings.compute.seed) {
+  options_.height = options_.width = settings.data.image_size;
+  options_.padding = settings.augment.random_resized_crop ? 0 : settings.augment.crop_padding;
+  options_.random_crop = true;
+  options_.flip_probability = settings.augment.hflip;
+}
+
+Tensor BatchCropFlip::operator()(const Tensor& images, int64_t epoch, int64_t first_sample) const {
+  return data::crop_flip_normalize(images, options_, normalize_, dtype_, seed_, static_cast<uint64_t>(epoch),
+                                   static_cast<uint64_t>(first_sample));
+}
+
+Tensor TrainingData::images_on_device(const data::Batch& batch, const Device& device, int64_t epoch, int64_t index) const {
+  Tensor images = batch.images.to(device);
+  if (crop_flip) images = (*crop_flip)(images, epoch, (index - 1) * batch_size);
+  return images;
+}
+
+TrainingData open_training_data(const TrainSettings& settings, const std::filesystem::path& run_dir, RunLog& log) {
+  const DataSettings& wanted = settings.data;
+  TrainingData data;
+  data.train_set = data::open_dataset(wanted.train_spec);
+  int64_t max_label = -1;
+  for (int64_t i = 0; i < data.train_set->size(); ++i) max_label = std::max(max_label, data.train_set->label(i));
+  CNN_CHECK(max_label < wanted.classes, "the training data has labels up to ", max_label, " but [model] num_classes is ",
+            wanted.classes, " (", wanted.classes_origin, "); set num_classes to at least ", max_label + 1);
+  data.class_names = class_names_of(*data.train_set, wanted.classes, run_dir);
+  data::LoaderOptions train_options = wanted.loader;
+  train_options.log = [&log](const std::string& message) { log.warn(message); };
+  data.train_loader = std::make_unique<data::Loader>(data.train_set, train_pipeline(settings), train_options);
+  if (settings.augment.on_device) data.crop_flip = std::make_unique<BatchCropFlip>(settings);
+  if (wanted.validation_transforms) {
+    data::LoaderOptions validation_options = train_options;
+    validation_options.dtype = settings.precision.compute;
+    validation_options.shuffle = false;
+    validation_options.drop_last = false;
+    data.validation_loader = std::make_unique<data::Loader>(data::open_dataset(wanted.validation_spec),
+                                                            *wanted.validation_transforms, validation_options);
+  }
+  data.batch_size = train_options.batch_size;
+  data.batches_per_epoch = data.train_loader->steps_per_epoch();
+  data.steps_per_epoch = std::max<int64_t>(1, data.batches_per_epoch / settings.loop.accumulate);
+  CNN_CHECK(data.batches_per_epoch > 0, "the training data (", data.train_set->size(), " samples) makes no batch of ",
+            data.batch_size, "; lower data.batch_size or set data.drop_last = false");
+  return data;
+}
+
+}  // namespace cnn::train

@@ -1,0 +1,54 @@
+// The data of a training run: the training set and its loader (with the transforms of [augment]),
+// the validation loader, the class names (also written to classes.txt), and with augment.on_gpu
+// the batched crop, flip and normalisation on the training device.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/batch_augment.h"
+#include "data/dataset.h"
+#include "data/loader.h"
+
+namespace cnn::train {
+
+struct TrainSettings;
+class RunLog;
+
+// augment.on_gpu: the random crop of the padded image, the flip and the normalisation of a uint8
+// batch, on the device the batch is on. Sample n of the batch draws with key (seed, epoch,
+// first_sample + n), so a resumed run draws what the uninterrupted one would have.
+class BatchCropFlip {
+ public:
+  explicit BatchCropFlip(const TrainSettings& settings);
+  Tensor operator()(const Tensor& images, int64_t epoch, int64_t first_sample) const;
+
+ private:
+  data::CropFlipOptions options_;
+  data::Normalize normalize_;
+  DType dtype_;
+  uint64_t seed_;
+};
+
+struct TrainingData {
+  data::DatasetPtr train_set;
+  std::vector<std::string> class_names;  // [model] num_classes of them (numbers where the data has no names)
+  std::unique_ptr<data::Loader> train_loader;
+  std::unique_ptr<data::Loader> validation_loader;  // null without [data] val_path
+  std::unique_ptr<BatchCropFlip> crop_flip;         // null unless augment.on_gpu
+  int64_t batch_size = 0;
+  int64_t batches_per_epoch = 0;
+  int64_t steps_per_epoch = 0;  // optimizer steps: batches_per_epoch / accumulate (at least 1)
+
+  // Batch `index` (1-based) of `epoch` on `device`, ready for the model (cropped, flipped and
+  // normalised there with augment.on_gpu).
+  Tensor images_on_device(const data::Batch& batch, const Device& device, int64_t epoch, int64_t index) const;
+};
+
+// Opens the datasets and loaders; a cnn::Error (naming the config line) when the labels do not fit
+// [model] num_classes or the data makes no batch. Loader warnings go to `log`.
+TrainingData open_training_data(const TrainSettings& settings, const std::filesystem::path& run_dir, RunLog& log);
+
+}  // namespace cnn::train

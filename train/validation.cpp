@@ -1,0 +1,76 @@
+// Validation and confusion.json (see validation.h).
+#include "train/validation.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "engine/cnn.h"
+
+namespace cnn::train {
+
+Validation validate(Module& model, data::Loader& loader, int64_t classes, const Device& device, int64_t epoch) {
+  NoGrad no_grad;
+  model.eval();
+  Validation result;
+  result.confusion.assign(static_cast<size_t>(classes * classes), 0);
+  double loss_sum = 0;
+  int64_t seen = 0, top1 = 0, top5 = 0;
+  loader.start_epoch(epoch);
+  while (auto batch = loader.next()) {
+    if (batch->size() == 0) continue;
+    const Tensor logits = model.forward(batch->images.to(device)).to(DType::f32);
+    const Tensor labels = batch->labels.to(device);
+    loss_sum += cross_entropy(logits, labels).item() * static_cast<double>(batch->size());
+    const std::vector<double> scores = logits.to_doubles(), truth = batch->labels.to_doubles();
+    for (int64_t i = 0; i < batch->size(); ++i) {
+      const double* row = scores.data() + i * classes;
+      const int64_t label = static_cast<int64_t>(truth[static_cast<size_t>(i)]);
+      int64_t higher = 0, best = 0;
+      for (int64_t k = 0; k < classes; ++k) {
+        if (row[k] > row[label]) ++higher;
+        if (row[k] > row[best]) best = k;
+      }
+      top1 += higher == 0;
+      top5 += higher < 5;
+      ++result.confusion[static_cast<size_t>(label * classes + best)];
+    }
+    seen += batch->size();
+  }
+  model.train();
+  if (seen) {
+    result.loss = loss_sum / static_cast<double>(seen);
+    result.top1 = 100.0 * static_cast<double>(top1) / static_cast<double>(seen);
+    result.top5 = 100.0 * static_cast<double>(top5) / static_cast<double>(seen);
+  }
+  return result;
+}
+
+void write_confusion(const std::filesystem::path& path, const Validation& validation, const std::vector<std::string>& names,
+                     int64_t epoch) {
+  const int64_t classes = static_cast<int64_t>(names.size());
+  auto count = [&](int64_t truth, int64_t predicted) {
+    return validation.confusion[static_cast<size_t>(truth * classes + predicted)];
+  };
+  nlohmann::json matrix = nlohmann::json::array(), per_class = nlohmann::json::object();
+  for (int64_t truth = 0; truth < classes; ++truth) {
+    nlohmann::json row = nlohmann::json::array();
+    int64_t total = 0;
+    for (int64_t predicted = 0; predicted < classes; ++predicted) {
+      row.push_back(count(truth, predicted));
+      total += count(truth, predicted);
+    }
+    matrix.push_back(row);
+    per_class[names[static_cast<size_t>(truth)]] =
+        total ? 100.0 * static_cast<double>(count(truth, truth)) / static_cast<double>(total) : 0.0;
+  }
+  const nlohmann::json doc = {{"epoch", epoch},
+                              {"loss", validation.loss},
+                              {"top1", validation.top1},
+                              {"top5", validation.top5},
+                              {"classes", names},
+                              {"per_class_top1", per_class},
+                              {"confusion_matrix_rows_truth_columns_predicted", matrix}};
+  std::ofstream(path) << doc.dump(1) << "\n";
+}
+
+}  // namespace cnn::train

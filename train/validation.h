@@ -1,0 +1,28 @@
+// Validation at the end of an epoch: loss, top-1 and top-5 accuracy and the confusion matrix of a
+// model over a loader, and confusion.json (per-class accuracy and the matrix) in the run folder.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "data/loader.h"
+#include "layers/module.h"
+
+namespace cnn::train {
+
+struct Validation {
+  double loss = 0, top1 = 0, top5 = 0;  // mean cross-entropy; accuracies in percent
+  std::vector<int64_t> confusion;       // [truth * classes + predicted]
+};
+
+// Runs the model in eval mode without recording (and back in train mode after). `epoch` keys the
+// loader's epoch (the validation loader does not shuffle).
+Validation validate(Module& model, data::Loader& loader, int64_t classes, const Device& device, int64_t epoch);
+
+// confusion.json: epoch, loss, top-1, top-5, class names, per-class top-1 and the matrix (rows:
+// truth, columns: predicted).
+void write_confusion(const std::filesystem::path& path, const Validation& validation, const std::vector<std::string>& names,
+                     int64_t epoch);
+
+}  // namespace cnn::train

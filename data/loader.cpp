@@ -69,12 +69,18 @@ void Loader::log(const std::string& message) const {
 
 int64_t Loader::steps_per_epoch() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (plan_) return plan_->num_batches();
+  if (plan_ && plan_->skipped() == 0) return plan_->num_batches();
   return EpochPlan(dataset_->size(), 0, sampler_options()).num_batches();
 }
 
-void Loader::start_epoch(int64_t epoch, int64_t start_step) {
-  auto plan = std::make_shared<const EpochPlan>(dataset_->size(), epoch, sampler_options());
+int64_t Loader::batches_this_epoch() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  CNN_CHECK(plan_ != nullptr, "Loader::batches_this_epoch: call start_epoch first");
+  return plan_->num_batches();
+}
+
+void Loader::start_epoch(int64_t epoch, int64_t start_step, int64_t skip_samples) {
+  auto plan = std::make_shared<const EpochPlan>(dataset_->size(), epoch, sampler_options(), skip_samples);
   CNN_CHECK(start_step >= 0 && start_step <= plan->num_batches(), "Loader: cannot resume epoch ", epoch, " at step ",
             start_step, "; it has ", plan->num_batches(), " steps");
   {

@@ -93,12 +93,14 @@ class Loader {
   Loader& operator=(const Loader&) = delete;
 
   // Starts (or restarts) an epoch at batch `start_step`; batches in flight for a previous epoch
-  // are abandoned.
-  void start_epoch(int64_t epoch, int64_t start_step = 0);
+  // are abandoned. `skip_samples`: samples of the epoch already used by all ranks together, for a
+  // run resumed on another number of ranks (EpochPlan); the batches are then those of the rest.
+  void start_epoch(int64_t epoch, int64_t start_step = 0, int64_t skip_samples = 0);
   // The next batch of the epoch in order, or nothing at its end. Rethrows a worker's error.
   std::optional<Batch> next();
 
-  int64_t steps_per_epoch() const;
+  int64_t steps_per_epoch() const;  // of a whole epoch (no samples skipped)
+  int64_t batches_this_epoch() const;  // of the epoch started last (fewer when samples were skipped)
   EpochStats stats() const;  // of the current (or last) epoch
   // Sources of the corrupt samples found so far, in the order found.
   std::vector<std::string> corrupt_files() const;

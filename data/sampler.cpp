@@ -18,12 +18,13 @@ std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) 
   return order;
 }
 
-EpochPlan::EpochPlan(int64_t dataset_size, int64_t epoch, const SamplerOptions& o)
-    : epoch_(epoch), batch_size_(o.batch_size) {
+EpochPlan::EpochPlan(int64_t dataset_size, int64_t epoch, const SamplerOptions& o, int64_t skip)
+    : epoch_(epoch), batch_size_(o.batch_size), skip_(skip) {
   CNN_CHECK(o.batch_size > 0, "batch size ", o.batch_size, " must be positive");
   CNN_CHECK(o.world_size > 0 && o.rank >= 0 && o.rank < o.world_size, "rank ", o.rank, " of world size ", o.world_size,
             " is invalid; ranks run from 0 to world_size - 1");
   CNN_CHECK(epoch >= 0, "epoch ", epoch, " must not be negative");
+  CNN_CHECK(skip >= 0, "the samples to skip (", skip, ") must not be negative");
   std::vector<int64_t> order;
   if (o.shuffle) {
     order = epoch_permutation(dataset_size, o.seed, epoch);
@@ -38,7 +39,8 @@ EpochPlan::EpochPlan(int64_t dataset_size, int64_t epoch, const SamplerOptions& 
     const int64_t total = (dataset_size + world - 1) / world * world;
     for (int64_t i = dataset_size; i < total; ++i) order.push_back(order[static_cast<size_t>(i % dataset_size)]);
   }
-  for (size_t i = static_cast<size_t>(o.rank); i < order.size(); i += static_cast<size_t>(world))
+  const auto first = static_cast<size_t>(std::min<int64_t>(skip, static_cast<int64_t>(order.size())));
+  for (size_t i = first + static_cast<size_t>(o.rank); i < order.size(); i += static_cast<size_t>(world))
     indices_.push_back(order[i]);
   const auto len = static_cast<int64_t>(indices_.size());
   num_batches_ = o.drop_last ? len / batch_size_ : (len + batch_size_ - 1) / batch_size_;

@@ -26,9 +26,14 @@ std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch);
 
 class EpochPlan {
  public:
-  EpochPlan(int64_t dataset_size, int64_t epoch, const SamplerOptions& options);
+  // `skip`: samples of the epoch's order (padded or cut for the shards) already used by all ranks
+  // together; the shards split the rest. A run resumed on another number of ranks continues the
+  // epoch this way: with S ranks of batch B having used b batches each, skip = b * B * S. On the
+  // same number of ranks it gives exactly batches b, b+1, ... of the unskipped plan.
+  EpochPlan(int64_t dataset_size, int64_t epoch, const SamplerOptions& options, int64_t skip = 0);
 
   int64_t epoch() const { return epoch_; }
+  int64_t skipped() const { return skip_; }
   int64_t num_batches() const { return num_batches_; }
   int64_t num_samples() const;  // in the batches of this rank
   // Dataset indices of batch k: [first, first + count) of indices().
@@ -37,7 +42,7 @@ class EpochPlan {
   const std::vector<int64_t>& indices() const { return indices_; }  // this rank's shard, in order
 
  private:
-  int64_t epoch_, batch_size_, num_batches_;
+  int64_t epoch_, batch_size_, num_batches_, skip_;
   std::vector<int64_t> indices_;
 };
 

@@ -11,6 +11,10 @@
 
 namespace cnn {
 
+namespace distributed {
+class Communicator;
+}
+
 // ---- unary elementwise (engine/ops/unary.cpp) ----
 // The parameterless ones are defined from the list CNN_UNARY_OPS (kernels/common/elementwise_math.h),
 // which also gives each its tests.
@@ -94,9 +98,14 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 //   running = (1 - momentum) * running + momentum * batch_stat   (unbiased variance for running_var).
 // Eval: normalises with the running statistics. Statistics are f32 for any input dtype.
 // `residual` (same shape as x) is needed with add_relu.
+// SyncBN: with a communicator `sync` of more than one rank, training mode normalises with the
+// statistics of the batches of all ranks together (engine/distributed/sync_batch_norm.h) and the
+// backward reduces its per-channel sums across ranks; weight and bias gradients stay local (data
+// parallelism averages them with the other gradients). Every rank must call it in the same order.
 Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                     const Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5,
-                    BatchNormActivation activation = BatchNormActivation::none, const Tensor& residual = Tensor());
+                    BatchNormActivation activation = BatchNormActivation::none, const Tensor& residual = Tensor(),
+                    distributed::Communicator* sync = nullptr);
 
 // ---- pooling (engine/ops/pool.cpp) ----
 struct Pool2dOptions {

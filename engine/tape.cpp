@@ -1,6 +1,8 @@
 #include "engine/tape.h"
 
+#include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "engine/ops.h"
 
@@ -20,9 +22,59 @@ class EnableGrad {
   bool previous_;
 };
 
+// Tells the gradient-ready hook when each leaf's gradient is final during one backward walk (see
+// Tape::set_gradient_ready_hook). A checkpointed segment's replay runs its own walk whose tracker
+// has the outer walk's as parent: it leaves to the parent the leaves that an earlier outer record
+// (one not walked yet) also takes.
+class ReadyTracker {
+ public:
+  ReadyTracker(const Tape::GradientReadyHook* own_hook, ReadyTracker* parent, const std::vector<uint64_t>& internal_leaves)
+      : hook_(own_hook && *own_hook ? own_hook : parent ? parent->hook_ : nullptr), parent_(parent),
+        reported_(parent ? parent->reported_ : &own_reported_), internal_(internal_leaves) {}
+  bool active() const { return hook_ != nullptr; }
+  // Leaf `id` is taken by record `index` (records are added in order).
+  void note_use(uint64_t id, size_t index) { earliest_use_.try_emplace(id, index); }
+  void at_record(size_t index) { position_ = index; }
+  // Reports the leaves whose earliest record is `index`, which has just run.
+  void after_record(size_t index, const std::vector<Tensor>& leaves) {
+    for (const Tensor& leaf : leaves)
+      if (leaf.defined() && earliest_use_.at(leaf.id()) == index) report(leaf);
+  }
+  void report(const Tensor& leaf) {
+    if (!hook_ || !leaf.grad().defined()) return;
+    if (std::find(internal_.begin(), internal_.end(), leaf.id()) != internal_.end()) return;
+    if (parent_ && parent_->still_to_come(leaf.id())) return;  // the outer walk reports it later
+    if (!reported_->insert(leaf.id()).second) return;
+    (*hook_)(leaf);
+  }
+  // A gradient about to be added into a leaf already reported ready.
+  void check_not_reported(const Tensor& leaf) const {
+    CNN_CHECK(!hook_ || reported_->count(leaf.id()) == 0, "a gradient reached the leaf ", describe(leaf),
+              " after it was reported final (it is used in two checkpointed segments, or inside one and after it); "
+              "distributed training cannot start its all-reduce early: turn gradient checkpointing off for that "
+              "part of the model, or do not share the parameter");
+  }
+
+ private:
+  bool still_to_come(uint64_t id) const {
+    const auto it = earliest_use_.find(id);
+    if (it != earliest_use_.end() && it->second <= position_) return true;
+    return parent_ && parent_->still_to_come(id);
+  }
+  const Tape::GradientReadyHook* hook_;
+  ReadyTracker* parent_;
+  std::unordered_set<uint64_t> own_reported_;
+  std::unordered_set<uint64_t>* reported_;
+  const std::vector<uint64_t>& internal_;
+  std::unordered_map<uint64_t, size_t> earliest_use_;
+  size_t position_ = 0;
+};
+thread_local ReadyTracker* current_tracker = nullptr;
+
 // Adds g into a leaf's .grad. The first gradient is kept as is when nothing else refers to it;
 // otherwise it is copied, so that in-place updates of .grad never reach another tensor.
 void accumulate_into_leaf(const Tensor& leaf, Tensor g) {
+  if (current_tracker) current_tracker->check_not_reported(leaf);
   Tensor current = leaf.grad();
   if (!current.defined()) {
     const bool exclusive = g.impl().use_count() == 1 && g.impl()->storage.use_count() == 1;
@@ -108,6 +160,18 @@ void Tape::backward(const std::vector<Tensor>& outputs, const std::vector<Tensor
   CNN_CHECK(outputs.size() == seeds.size(), "backward: ", outputs.size(), " outputs but ", seeds.size(), " seeds");
   consumed_ = true;
   NoGrad no_grad;  // backward rules are not themselves recorded
+  ReadyTracker ready(&ready_hook_, current_tracker, internal_leaves_);
+  ReadyTracker* const outer_tracker = current_tracker;
+  current_tracker = &ready;
+  struct RestoreTracker {
+    ReadyTracker* previous;
+    ~RestoreTracker() { current_tracker = previous; }
+  } restore{outer_tracker};
+  if (ready.active())
+    for (size_t i = 0; i < records_.size(); ++i)
+      for (const Tensor& leaf : records_[i].inputs)
+        if (leaf.defined()) ready.note_use(leaf.id(), i);
+  std::vector<Tensor> seeded_leaves;
 
   std::unordered_map<uint64_t, Tensor> grads;
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -117,14 +181,16 @@ void Tape::backward(const std::vector<Tensor>& outputs, const std::vector<Tensor
               " does not match its output ", describe(out));
     if (out.is_leaf()) {
       accumulate_into_leaf(out, seeds[i]);
+      seeded_leaves.push_back(out);
     } else {
       Tensor& slot = grads[out.id()];
       slot = slot.defined() ? cnn::add(slot, seeds[i]) : seeds[i];
     }
   }
 
-  for (auto it = records_.rbegin(); it != records_.rend(); ++it) {
-    Record& r = *it;
+  for (size_t index = records_.size(); index-- > 0;) {
+    Record& r = records_[index];
+    ready.at_record(index);
     std::vector<Tensor> grad_outputs(r.output_ids.size());
     bool any = false;
     for (size_t j = 0; j < r.output_ids.size(); ++j) {
@@ -152,8 +218,10 @@ void Tape::backward(const std::vector<Tensor>& outputs, const std::vector<Tensor
       }
     }
     r.rule = nullptr;  // frees what the forward pass saved for this op
+    if (ready.active()) ready.after_record(index, r.inputs);
     r.inputs.clear();
   }
+  for (const Tensor& leaf : seeded_leaves) ready.report(leaf);  // a seed no record took
 }
 
 std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
@@ -180,6 +248,7 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
       replay_inputs.push_back(t);
     }
     Tape inner;
+    for (const Tensor& t : replay_inputs) inner.internal_leaves_.push_back(t.id());
     std::vector<Tensor> replay_outputs;
     {
       EnableGrad enable;

@@ -43,6 +43,15 @@ class Tape {
   // Several outputs, each with its seed gradient.
   void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& seeds);
 
+  // Called during backward once per leaf that receives a gradient, as soon as that gradient is final:
+  // after the earliest record that takes the leaf has run (PyTorch's post-accumulate-grad hook;
+  // distributed training starts a gradient bucket's all-reduce from it). Leaves used inside a
+  // checkpointed segment are reported by the segment's replay, unless an earlier record of this
+  // tape also takes them. A gradient that arrives after its leaf was reported (a parameter used in
+  // two checkpointed segments) is a cnn::Error. Leaves no record reaches are not reported.
+  using GradientReadyHook = std::function<void(const Tensor& leaf)>;
+  void set_gradient_ready_hook(GradientReadyHook hook) { ready_hook_ = std::move(hook); }
+
   size_t size() const { return records_.size(); }
   bool consumed() const { return consumed_; }
   void clear();  // drops all records; the tape can record again
@@ -61,6 +70,12 @@ class Tape {
   };
   std::vector<Record> records_;
   bool consumed_ = false;
+  GradientReadyHook ready_hook_;
+  // Leaves of this tape that are not the user's (a checkpoint replay's copies of its inputs): never
+  // reported to the hook.
+  std::vector<uint64_t> internal_leaves_;
+  friend std::vector<Tensor> checkpoint(const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+                                        const std::vector<Tensor>& inputs);
 };
 
 // The tape recording on this thread, or null (also null inside a NoGrad scope).

@@ -43,7 +43,17 @@ Tensor BatchNorm2d::forward_fused(const Tensor& x, BatchNormActivation activatio
   }
   const auto affine = [&](const Tensor& p) { return p.dtype() == statistics ? p : cast(p, statistics); };
   return batch_norm2d(x, affine(weight()), affine(bias()), mean, var, training(), momentum_, eps_, activation,
-                      residual);
+                      residual, sync_.get());
+}
+
+int sync_batch_norm(Module& model, const std::shared_ptr<distributed::Communicator>& comm) {
+  int count = 0;
+  for (auto& [name, module] : model.named_modules())
+    if (auto* bn = dynamic_cast<BatchNorm2d*>(module)) {
+      bn->set_sync(comm);
+      ++count;
+    }
+  return count;
 }
 
 void BatchNorm2d::count_batch() {

@@ -2,8 +2,13 @@
 // buffers running_mean, running_var and num_batches_tracked (an i64 scalar), torchvision's names.
 // Training normalises with the batch statistics and updates the running ones (PyTorch's momentum
 // convention); eval uses the running statistics. forward_fused() applies the engine's fused
-// activation (ReLU, or residual add then ReLU) in the same pass.
+// activation (ReLU, or residual add then ReLU) in the same pass. With a communicator set
+// (set_sync, or sync_batch_norm for a whole model) it is SyncBatchNorm: training statistics over the
+// batches of every rank.
 #pragma once
+#include <memory>
+
+#include "engine/distributed/communicator.h"
 #include "engine/ops.h"
 #include "layers/module.h"
 
@@ -22,6 +27,9 @@ class BatchNorm2d : public Module {
   // Initialise the scale to zero instead of one (the last BN of a residual block, so that each block
   // starts as the identity).
   void zero_init_weight();
+  // SyncBN over `comm`'s ranks (null: back to per-rank statistics).
+  void set_sync(std::shared_ptr<distributed::Communicator> comm) { sync_ = std::move(comm); }
+  bool synced() const { return sync_ != nullptr; }
 
   Shape infer_shape(const Shape& input, ShapeTrace& trace) const override;
   int channels() const { return channels_; }
@@ -45,6 +53,11 @@ class BatchNorm2d : public Module {
   size_t weight_, bias_, running_mean_, running_var_, batches_;
   int64_t batches_on_host_ = 0;            // mirror of num_batches_tracked for a device buffer...
   const void* mirrored_buffer_ = nullptr;  // ...whose memory is this
+  std::shared_ptr<distributed::Communicator> sync_;
 };
+
+// PyTorch's convert_sync_batchnorm: every BatchNorm2d of `model` synchronised over `comm`. Returns
+// how many there are.
+int sync_batch_norm(Module& model, const std::shared_ptr<distributed::Communicator>& comm);
 
 }  // namespace cnn

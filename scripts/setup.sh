@@ -6,7 +6,8 @@ set -eu
 cd "$(dirname "$0")/.."
 
 packages="build-essential cmake ccache doctest-dev libopenblas-dev libopenblas-openmp-dev zlib1g-dev dataset-fashion-mnist python3
-  libhdf5-dev libturbojpeg0-dev libstb-dev libinih-dev libcli11-dev nlohmann-json3-dev pkg-config"
+  libhdf5-dev libturbojpeg0-dev libstb-dev libinih-dev libcli11-dev nlohmann-json3-dev pkg-config
+  libopenmpi-dev openmpi-bin"
 missing=""
 for p in $packages; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -36,6 +36,8 @@ void save_checkpoint(const std::filesystem::path& path, const TrainingState& sta
   file.attributes["format_version"] = kFormatVersion;
   file.attributes["epoch"] = state.epoch;
   file.attributes["step"] = state.step;
+  file.attributes["samples_in_epoch"] = state.samples_in_epoch;
+  file.attributes["world_size"] = state.world_size;
   file.attributes["seed"] = state.seed;
   file.attributes["best_metric"] = state.best_metric;
   file.attributes["config"] = state.config;
@@ -64,6 +66,8 @@ TrainingState load_checkpoint(const std::filesystem::path& path) {
   }
   state.epoch = file.integer("epoch");
   state.step = file.integer("step");
+  if (file.has("samples_in_epoch")) state.samples_in_epoch = file.integer("samples_in_epoch");
+  if (file.has("world_size")) state.world_size = file.integer("world_size");
   state.seed = file.unsigned_integer("seed");
   state.best_metric = file.real("best_metric");
   state.config = file.text("config");

@@ -4,7 +4,7 @@
 // Layout: datasets model/<param>, buffers/<buffer> (BatchNorm running statistics),
 // optimizer/<param>.<state>, trainer/lr_schedule and trainer/loss_scaler (f64 state vectors);
 // root attributes format = "cnn-checkpoint", format_version, epoch, step, seed, best_metric,
-// config (the resolved INI text) and class_names. h5py reads it as is.
+// config (the resolved INI text), class_names, samples_in_epoch and world_size. h5py reads it as is.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -22,6 +22,11 @@ struct TrainingState {
   io::NamedTensors optimizer;  // Optimizer::state()
   int64_t epoch = 0;           // epochs completed
   int64_t step = 0;            // optimizer steps taken
+  // Where the unfinished epoch `epoch` stands: samples of its order used by all ranks together (0 at
+  // an epoch boundary), and the number of ranks that trained. A run resumed on another number of
+  // ranks continues from the sample position (data/sampler.h). -1: not recorded (older files).
+  int64_t samples_in_epoch = -1;
+  int64_t world_size = 1;
   uint64_t seed = 0;
   double best_metric = std::numeric_limits<double>::quiet_NaN();  // NaN: none yet
   std::vector<double> lr_schedule;  // LrSchedule::state()

@@ -58,17 +58,23 @@ RunProgress restore_learner(Learner& learner, const std::filesystem::path& check
   if (!saved.loss_scaler.empty()) learner.scaler.load_state(saved.loss_scaler);
   log.info("resumed from " + checkpoint.string() + " after epoch " + std::to_string(saved.epoch) + ", step " +
            std::to_string(saved.step));
-  return {.epochs_done = saved.epoch, .step = saved.step, .best_metric = saved.best_metric};
+  return {.epochs_done = saved.epoch,
+          .step = saved.step,
+          .best_metric = saved.best_metric,
+          .samples_in_epoch = saved.samples_in_epoch,
+          .world_size = saved.world_size};
 }
 
 void save_learner(const std::filesystem::path& path, const Learner& learner, const RunProgress& progress, int64_t epochs_done,
-                  const TrainSettings& settings, const std::vector<std::string>& class_names) {
+                  int64_t samples_in_epoch, const TrainSettings& settings, const std::vector<std::string>& class_names) {
   TrainingState state;
   state.params = as_named(learner.model->named_parameters());
   state.buffers = as_named(learner.model->named_buffers());
   state.optimizer = learner.optimizer->state();
   state.epoch = epochs_done;
   state.step = progress.step;
+  state.samples_in_epoch = samples_in_epoch;
+  state.world_size = settings.distributed.world.world_size;
   state.seed = settings.compute.seed;
   state.best_metric = progress.best_metric;
   state.lr_schedule = learner.schedule.state();

@@ -35,6 +35,10 @@ struct RunProgress {
   int64_t epochs_done = 0;  // epochs completed (the next epoch to train)
   int64_t step = 0;         // optimizer steps taken
   double best_metric = std::numeric_limits<double>::quiet_NaN();  // NaN: no validation yet
+  // Of the checkpoint resumed: samples of the unfinished epoch used by all its ranks together (-1:
+  // not recorded, older checkpoints), and how many ranks trained.
+  int64_t samples_in_epoch = -1;
+  int64_t world_size = 1;
 };
 
 // Loads a checkpoint into the learner (a cnn::Error when it belongs to another model) and says so
@@ -42,8 +46,9 @@ struct RunProgress {
 RunProgress restore_learner(Learner& learner, const std::filesystem::path& checkpoint, RunLog& log);
 
 // Writes the learner and `progress` to `path` (with `epochs_done` as the epoch count: an epoch cut
-// short by max_steps is not done), the resolved config and the class names.
+// short by max_steps is not done, and `samples_in_epoch` of it were used by all ranks together),
+// the resolved config, the class names and the number of ranks.
 void save_learner(const std::filesystem::path& path, const Learner& learner, const RunProgress& progress, int64_t epochs_done,
-                  const TrainSettings& settings, const std::vector<std::string>& class_names);
+                  int64_t samples_in_epoch, const TrainSettings& settings, const std::vector<std::string>& class_names);
 
 }  // namespace cnn::train

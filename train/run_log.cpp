@@ -18,7 +18,9 @@ std::string timestamp(const char* format) {
   return out.str();
 }
 
-RunLog::RunLog(Console& console, const std::filesystem::path& file) : console_(console), file_(file, std::ios::app) {}
+RunLog::RunLog(Console& console, const std::filesystem::path& file) : console_(console) {
+  if (!file.empty()) file_.open(file, std::ios::app);
+}
 
 void RunLog::summary(const std::string& message) {
   console_.summary(message);
@@ -46,6 +48,7 @@ void RunLog::progress(int64_t epoch, int64_t step, int64_t steps, const std::vec
 }
 
 void RunLog::write(const std::string& message) {
+  if (!file_.is_open()) return;
   file_ << "[" << timestamp("%Y-%m-%d %H:%M:%S") << "] " << message << "\n";
   file_.flush();
 }

@@ -25,6 +25,7 @@ std::string timestamp(const char* format);
 // Everything the console shows goes to train.log too, with a timestamp per line.
 class RunLog {
  public:
+  // An empty `file`: the console only (the ranks other than 0 of a data-parallel run).
   RunLog(Console& console, const std::filesystem::path& file);
   void summary(const std::string& message);
   void info(const std::string& message);

@@ -37,8 +37,16 @@ DType compute_dtype(const std::string& mode) {
   return mode == "fp16" ? DType::f16 : mode == "bf16" ? DType::bf16 : DType::f32;
 }
 
-ComputeSettings compute_settings(const Config& config) {
-  return {.device = Device::parse(config.text("train.device")),
+// "cuda" without an index means the rank's own GPU under a launcher (cuda:LOCAL_RANK).
+Device training_device(const Config& config, const distributed::World& world) {
+  const std::string& text = config.text("train.device");
+  Device device = Device::parse(text);
+  if (text == "cuda" && world.distributed()) device = Device::cuda(world.local_rank);
+  return device;
+}
+
+ComputeSettings compute_settings(const Config& config, const distributed::World& world) {
+  return {.device = training_device(config, world),
           .threads = static_cast<int>(config.integer("train.threads")),
           .cudnn_benchmark = config.boolean("train.cudnn_benchmark"),
           .deterministic = config.boolean("train.deterministic"),
@@ -51,7 +59,8 @@ RunSettings run_settings(const Config& config) {
   return run;
 }
 
-DataSettings data_settings(const Config& config, const ComputeSettings& compute, DType compute_dtype) {
+DataSettings data_settings(const Config& config, const ComputeSettings& compute, DType compute_dtype,
+                           const distributed::World& world) {
   DataSettings data;
   data.train_spec = dataset_spec(config, config.text("data.path"), true);
   if (!config.text("data.val_path").empty()) data.validation_spec = dataset_spec(config, config.text("data.val_path"), false);
@@ -67,6 +76,11 @@ DataSettings data_settings(const Config& config, const ComputeSettings& compute,
   loader.shuffle = true;
   loader.seed = compute.seed;
   loader.drop_last = config.boolean("data.drop_last");
+  // Each rank trains on its shard; every rank must make the same number of steps, so the shards are
+  // padded to equal length (DistributedSampler's default) unless drop_last cuts them.
+  loader.rank = world.rank;
+  loader.world_size = world.world_size;
+  loader.pad_shards = world.distributed() && !loader.drop_last;
   loader.dtype = config.boolean("augment.on_gpu") ? DType::u8 : compute_dtype;
   loader.device = compute.device;
   if (!data.validation_spec.empty()) data.validation_transforms = eval_pipeline(config, data.channels);
@@ -94,10 +108,11 @@ ModelSettings model_settings(const Config& config) {
                       .zero_init_residual = config.boolean("model.zero_init_residual")},
           .pretrained = config.text("model.pretrained"),
           .pretrained_head = config.boolean("model.pretrained_head"),
-          .gradient_checkpointing = config.text("train.checkpointing") == "blocks"};
+          .gradient_checkpointing = config.text("train.checkpointing") == "blocks",
+          .sync_bn = config.boolean("model.sync_bn")};
 }
 
-OptimSettings optim_settings(const Config& config) {
+OptimSettings optim_settings(const Config& config, const distributed::World& world) {
   OptimSettings optim;
   optim.adamw = config.text("optim.name") == "adamw";
   optim.adamw_options = {config.real("optim.beta1"), config.real("optim.beta2"), config.real("optim.eps")};
@@ -109,7 +124,7 @@ OptimSettings optim_settings(const Config& config) {
   optim.frozen = config.texts("optim.freeze");
   optim.unfreeze_epoch = config.integer("optim.unfreeze_epoch");
   optim.clip_grad_norm = config.real("optim.clip_grad_norm");
-  const int64_t images_per_step = config.integer("data.batch_size") * config.integer("train.accumulate");
+  const int64_t images_per_step = config.integer("data.batch_size") * config.integer("train.accumulate") * world.world_size;
   optim.schedule = schedule_options(config, 1, images_per_step);
   return optim;
 }
@@ -126,18 +141,18 @@ LossSettings loss_settings(const Config& config) {
 }
 }  // namespace
 
-TrainSettings from_config(const Config& config) {
+TrainSettings from_config(const Config& config, const distributed::World& world) {
   refuse_contradictions(config);
   TrainSettings settings;
-  settings.compute = compute_settings(config);
+  settings.compute = compute_settings(config, world);
   settings.run = run_settings(config);
   settings.precision.mode = config.text("precision.mode");
   settings.precision.compute = compute_dtype(settings.precision.mode);
   settings.precision.loss_scaler = loss_scaler_options(config);
-  settings.data = data_settings(config, settings.compute, settings.precision.compute);
+  settings.data = data_settings(config, settings.compute, settings.precision.compute, world);
   settings.augment = augment_settings(config);
   settings.model = model_settings(config);
-  settings.optim = optim_settings(config);
+  settings.optim = optim_settings(config, world);
   settings.loss = loss_settings(config);
   settings.loop = {.epochs = config.integer("train.epochs"),
                    .max_steps = config.integer("train.max_steps"),
@@ -154,6 +169,9 @@ TrainSettings from_config(const Config& config) {
                   .every_steps = config.integer("log.every_steps"),
                   .jsonl = config.boolean("log.jsonl"),
                   .tensorboard = config.boolean("log.tensorboard")};
+  settings.distributed = {.world = world,
+                          .bucket_bytes = config.real("distributed.bucket_mb") * (1 << 20),
+                          .timeout_seconds = config.real("distributed.timeout_s")};
   settings.resolved_ini = config.to_ini();
   return settings;
 }

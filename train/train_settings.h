@@ -12,6 +12,7 @@
 #include "data/loader.h"
 #include "data/transforms.h"
 #include "engine/device.h"
+#include "engine/distributed/world.h"
 #include "engine/dtype.h"
 #include "layers/registry.h"
 #include "train/config/config.h"
@@ -72,6 +73,14 @@ struct ModelSettings {
   std::string pretrained;  // "" : random initialisation
   bool pretrained_head = false;
   bool gradient_checkpointing = false;  // train.checkpointing = blocks
+  bool sync_bn = false;                 // data-parallel: BatchNorm over the global batch
+};
+
+// [distributed], and where this process stands in the job (from its launcher's environment).
+struct DistributedSettings {
+  distributed::World world;
+  double bucket_bytes = 25.0 * (1 << 20);
+  double timeout_seconds = 300;
 };
 
 // [optim] and [schedule].
@@ -140,11 +149,14 @@ struct TrainSettings {
   LoopSettings loop;
   CheckpointSettings checkpoint;
   LogSettings log;
+  DistributedSettings distributed;
   std::string resolved_ini;  // Config::to_ini(): written to config.ini and into every checkpoint
 };
 
 // Reads every key the trainer uses; a cnn::Error (with the key's file:line) for combinations that
-// cannot mean what they say.
-TrainSettings from_config(const Config& config);
+// cannot mean what they say. In a job of several ranks (`world`), device = cuda means
+// cuda:<local rank>, each rank's loader takes its shard, and the linear scaling rule counts the
+// global batch (batch size x accumulate x world size).
+TrainSettings from_config(const Config& config, const distributed::World& world = {});
 
 }  // namespace cnn::train

@@ -3,6 +3,7 @@
 
 #include "data/batch_augment.h"
 #include "engine/cnn.h"
+#include "train/distributed/data_parallel.h"
 #include "train/learner.h"
 #include "train/optim/grad_norm.h"
 #include "train/train_settings.h"
@@ -17,9 +18,13 @@ Tensor forward_backward(Learner& learner, const MicroBatch& batch, const TrainSe
   const uint64_t seed = settings.compute.seed;
   const auto epoch = static_cast<uint64_t>(batch.epoch), index = static_cast<uint64_t>(batch.index);
   // Dropout and drop-path masks keyed by (epoch, batch): a resumed run draws what this batch would have.
-  learner.model->reseed(derive_seed(derive_seed(seed, epoch), index));
+  // Each rank of a data-parallel run draws its own masks for its own samples.
+  const uint64_t rank = static_cast<uint64_t>(settings.distributed.world.rank);
+  const uint64_t batch_seed = derive_seed(derive_seed(seed, epoch), index);
+  learner.model->reseed(rank == 0 ? batch_seed : derive_seed(batch_seed, rank));
   Tensor images = batch.images;
   Tape tape;
+  if (batch.reducer) batch.reducer->attach(tape);  // the step's last micro-batch: all-reduce during backward
   Tensor loss;
   {
     Tape::Recording recording(tape);
@@ -35,11 +40,13 @@ Tensor forward_backward(Learner& learner, const MicroBatch& batch, const TrainSe
   return loss.detach();
 }
 
-StepOutcome optimizer_step(Learner& learner, int64_t step, double clip_grad_norm, const GradientHook& on_gradients) {
+StepOutcome optimizer_step(Learner& learner, int64_t step, double clip_grad_norm, const GradientHook& on_gradients,
+                           DataParallel& data_parallel) {
+  data_parallel.finish_gradients();  // data-parallel: wait for the buckets, the averages into .grad
   const std::vector<Tensor> gradients = learner.optimizer->gradients();
-  if (on_gradients) on_gradients(step, gradients);  // the gradients are final here (distributed: all-reduce)
+  if (on_gradients) on_gradients(step, gradients);  // the gradients are final here
   const double loss_scale = learner.scaler.scale();
-  const GradientStats stats = learner.scaler.unscale(gradients);  // unscale (x 1 but in fp16), norm, inf/nan count
+  const GradientStats stats = data_parallel.agree(learner.scaler.unscale(gradients));  // unscale, norm, inf/nan count
   const bool finite = learner.scaler.update(stats);               // inf/nan: skip (fp16: lower the scale)
   if (finite) {
     const double clip = clip_coefficient(stats.norm, clip_grad_norm);  // clip (1 when off) ...

@@ -13,6 +13,8 @@ namespace cnn::train {
 
 struct Learner;
 struct TrainSettings;
+class DataParallel;
+class GradientReducer;
 
 // One micro-batch on the training device, ready for the model.
 struct MicroBatch {
@@ -20,6 +22,9 @@ struct MicroBatch {
   Tensor labels;      // [n] i64
   int64_t epoch = 0;  // 0-based
   int64_t index = 0;  // 1-based place of the batch in its epoch (keys dropout masks and mixing)
+  // Data-parallel runs: set on the last micro-batch of a step, whose backward all-reduces the
+  // gradients as they become final (the others accumulate locally: DDP's no_sync).
+  GradientReducer* reducer = nullptr;
 };
 
 // Called once per optimizer step between the last backward and the unscaling, with the final,
@@ -32,9 +37,11 @@ using GradientHook = std::function<void(int64_t step, const std::vector<Tensor>&
 // divided by train.accumulate) add into the parameters' .grad. Returns the loss, detached.
 Tensor forward_backward(Learner& learner, const MicroBatch& batch, const TrainSettings& settings);
 
-// Optimizer step `step` over the gradients the micro-batches left: the hook, the fused unscale and
-// measure pass, then the update (clipped to optim.clip_grad_norm) unless the gradients hold inf/nan;
-// the gradients are zeroed either way.
-StepOutcome optimizer_step(Learner& learner, int64_t step, double clip_grad_norm, const GradientHook& on_gradients);
+// Optimizer step `step` over the gradients the micro-batches left: the averaged gradients of a
+// data-parallel run, the hook, the fused unscale and measure pass (its inf/nan verdict shared by
+// every rank), then the update (clipped to optim.clip_grad_norm, by the norm of the averaged
+// gradients) unless the gradients hold inf/nan; the gradients are zeroed either way.
+StepOutcome optimizer_step(Learner& learner, int64_t step, double clip_grad_norm, const GradientHook& on_gradients,
+                           DataParallel& data_parallel);
 
 }  // namespace cnn::train

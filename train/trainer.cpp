@@ -14,6 +14,7 @@
 
 #include "engine/cnn.h"
 #include "layers/weights.h"
+#include "train/distributed/data_parallel.h"
 #include "train/divergence.h"
 #include "train/learner.h"
 #include "train/log/console.h"
@@ -52,6 +53,10 @@ struct EpochProgress {
   int64_t epoch = 0;  // 0-based
   Clock::time_point start;
   int64_t batches_done = 0;   // batches of the epoch used (those before a mid-epoch resume included)
+  int64_t batches_in_epoch = 0;  // of this rank in this epoch's plan
+  // Samples of the epoch's order that all ranks together used before this run of the epoch started,
+  // when a checkpoint of another number of ranks is resumed (then batches count from there).
+  int64_t skipped_samples = 0;
   int64_t micro_batches = 0;  // micro-batches trained in this run of the epoch
   int64_t images = 0;
   Tensor loss_sum;  // of the micro-batches' losses, on the training device (read back only to show it)
@@ -65,20 +70,41 @@ struct EpochProgress {
 class Trainer {
  public:
   Trainer(const TrainSettings& settings, const TrainRunOptions& options, const RunFolder& folder, Console& console, RunLog& log,
-          RunMetrics& metrics, TrainingData& data, Learner& learner, RunProgress progress)
+          RunMetrics& metrics, TrainingData& data, Learner& learner, RunProgress progress, DataParallel& data_parallel)
       : settings_(settings), options_(options), folder_(folder), console_(console), log_(log), metrics_(metrics), data_(data),
-        learner_(learner), progress_(progress), first_epoch_(progress.epochs_done),
-        guard_(log, folder.last_checkpoint(), settings.precision.fp16()) {
+        learner_(learner), progress_(progress), saved_position_(progress), data_parallel_(data_parallel), world_size_(data_parallel.world().world_size),
+        first_epoch_(progress.epochs_done), guard_(log, folder.last_checkpoint(), settings.precision.fp16()) {
     summary_.run_dir = folder.dir;
+    if (progress.step > 0 && progress.world_size != world_size_) {
+      // Steps of another number of ranks: counted anew in steps of this run's global batch, so that
+      // the schedule stands where the same number of samples puts it.
+      progress_.step = static_cast<int64_t>(std::llround(static_cast<double>(progress.step) * static_cast<double>(progress.world_size) /
+                                                         static_cast<double>(world_size_)));
+      log.info("the checkpoint was written by " + std::to_string(progress.world_size) + " ranks, this run has " +
+               std::to_string(world_size_) + ": its step " + std::to_string(progress.step) + " counts as step " +
+               std::to_string(progress_.step) + " here (the same number of samples)");
+    }
   }
   TrainSummary run();
 
  private:
+  struct EpochStart {
+    int64_t first_batch = 0, skipped_samples = 0;
+  };
+  EpochStart epoch_start(int64_t epoch) const;
   EpochProgress train_epoch(int64_t epoch);
   void after_step(EpochProgress& epoch);
   void end_epoch(const EpochProgress& epoch);
   bool validate_epoch(int64_t epoch, std::ostringstream& line, std::map<std::string, double>& numbers);
-  void save(const std::filesystem::path& path, int64_t epochs_done);
+  void save(const std::filesystem::path& path, int64_t epochs_done, int64_t samples_in_epoch);
+  // Samples of the epoch's order used by all ranks together so far.
+  int64_t samples_used(const EpochProgress& epoch) const {
+    return epoch.skipped_samples + epoch.batches_done * data_.batch_size * world_size_;
+  }
+  // A number every rank measured, made one for the log: the average (or the largest) over ranks.
+  double across_ranks(double value, distributed::ReduceOp op) {
+    return distributed::all_reduce_value(data_parallel_.comm(), value, op);
+  }
   TrainSummary finish();
 
   const TrainSettings& settings_;
@@ -90,6 +116,9 @@ class Trainer {
   TrainingData& data_;
   Learner& learner_;
   RunProgress progress_;
+  const RunProgress saved_position_;  // as restored (samples_in_epoch, world_size)
+  DataParallel& data_parallel_;
+  const int64_t world_size_;
   const int64_t first_epoch_;
   DivergenceGuard guard_;
   TrainSummary summary_;
@@ -99,30 +128,75 @@ class Trainer {
 };
 }  // namespace
 
-TrainSummary run_training(const Config& config, const TrainRunOptions& options) {
-  const TrainSettings settings = from_config(config);
-  configure_backend(settings.compute);
-  const RunFolder folder = open_run_folder(settings.run, options.resume);
-  Console console(options.console ? *options.console : std::cout, settings.log.level, settings.log.progress,
-                  stdout_is_terminal() && !options.console, settings.log.every_steps);
-  RunLog log(console, folder.dir / "train.log");
-  std::ofstream(folder.dir / "config.ini") << settings.resolved_ini;
+namespace {
+// The run folder: rank 0 creates it (or finds the one it resumes); the other ranks only learn its
+// path and the checkpoint to resume from, and write nothing there.
+RunFolder open_shared_run_folder(const TrainSettings& settings, const std::string& resume, DataParallel& data_parallel) {
+  RunFolder folder;
+  if (data_parallel.world().is_main()) folder = open_run_folder(settings.run, resume);
+  if (!data_parallel.active()) return folder;
+  folder.dir = distributed::broadcast_text(data_parallel.comm(), folder.dir.string());
+  folder.resume_from = distributed::broadcast_text(data_parallel.comm(), folder.resume_from.string());
+  return folder;
+}
+
+TrainSummary run_on_this_rank(const TrainSettings& settings, const TrainRunOptions& options, DataParallel& data_parallel) {
+  const bool main_rank = data_parallel.world().is_main();
+  const RunFolder folder = open_shared_run_folder(settings, options.resume, data_parallel);
+  std::ostream no_output(nullptr);  // ranks other than 0 show nothing (their errors end the job, with their rank)
+  std::ostream& out = !main_rank ? no_output : options.console ? *options.console : std::cout;
+  Console console(out, settings.log.level, settings.log.progress, main_rank && stdout_is_terminal() && !options.console,
+                  settings.log.every_steps);
+  RunLog log(console, main_rank ? folder.dir / "train.log" : std::filesystem::path());
+  if (main_rank) std::ofstream(folder.dir / "config.ini") << settings.resolved_ini;
 
   TrainingData data = open_training_data(settings, folder.dir, log);
   Learner learner = build_learner(settings, data.steps_per_epoch, log);
   RunProgress progress;
   if (!folder.resume_from.empty()) progress = restore_learner(learner, folder.resume_from, log);
-  RunMetrics metrics(settings.log, folder.dir);
+  data_parallel.prepare(*learner.model, settings, settings.resolved_ini, log);
+  LogSettings metrics_settings = settings.log;
+  if (!main_rank) metrics_settings.jsonl = metrics_settings.tensorboard = false;
+  RunMetrics metrics(metrics_settings, folder.dir);
 
+  const distributed::World& world = data_parallel.world();
   log.info("cnn_train: " + settings.model.name + " (" + std::to_string(learner.model->parameter_count()) + " parameters) on " +
-           settings.compute.device.str() + ", " + settings.precision.mode + "; " + std::to_string(data.train_set->size()) +
-           " training images, " + std::to_string(data.batches_per_epoch) + " batches of " + std::to_string(data.batch_size) +
-           " per epoch; run folder " + folder.dir.string());
-  Trainer trainer(settings, options, folder, console, log, metrics, data, learner, progress);
+           settings.compute.device.str() + (world.distributed() ? " x " + std::to_string(world.world_size) + " ranks" : "") +
+           ", " + settings.precision.mode + "; " + std::to_string(data.train_set->size()) + " training images, " +
+           std::to_string(data.batches_per_epoch) + " batches of " + std::to_string(data.batch_size) +
+           (world.distributed() ? " per rank" : "") + " per epoch; run folder " + folder.dir.string());
+  Trainer trainer(settings, options, folder, console, log, metrics, data, learner, progress, data_parallel);
   return trainer.run();
+}
+}  // namespace
+
+TrainSummary run_training(const Config& config, const TrainRunOptions& options) {
+  const TrainSettings settings = from_config(config, options.world ? *options.world : distributed::detect_world());
+  configure_backend(settings.compute);
+  DataParallel data_parallel(settings);
+  try {
+    return run_on_this_rank(settings, options, data_parallel);
+  } catch (const Error& e) {
+    // The other ranks would wait for this one in their next collective until the timeout.
+    if (data_parallel.active()) data_parallel.comm().abort(std::string("cnn_train: ") + e.what());
+    throw;
+  }
 }
 
 namespace {
+// Where this run of `epoch` starts: at its beginning, except for the epoch a mid-epoch checkpoint
+// left unfinished. Resumed on as many ranks as wrote the checkpoint, it continues at the batch it
+// stopped at (the same batches as the uninterrupted run); on another number of ranks, the new
+// shards split the samples of the epoch not used yet.
+Trainer::EpochStart Trainer::epoch_start(int64_t epoch) const {
+  if (epoch != first_epoch_) return {};
+  const int64_t samples = saved_position_.samples_in_epoch;
+  if (samples < 0)  // a checkpoint that did not record it: from the step count, in steps of whole epochs
+    return {.first_batch = std::max<int64_t>(0, (progress_.step - epoch * data_.steps_per_epoch) * settings_.loop.accumulate)};
+  if (saved_position_.world_size == world_size_) return {.first_batch = samples / (data_.batch_size * world_size_)};
+  return {.skipped_samples = samples};
+}
+
 TrainSummary Trainer::run() {
   for (int64_t epoch = progress_.epochs_done; epoch < settings_.loop.epochs; ++epoch) {
     const EpochProgress result = train_epoch(epoch);
@@ -138,25 +212,27 @@ EpochProgress Trainer::train_epoch(int64_t epoch) {
   const OptimSettings& optim = settings_.optim;
   if (!optim.frozen.empty() && optim.unfreeze_epoch >= 0 && epoch >= optim.unfreeze_epoch)
     learner_.optimizer->set_frozen(optim.frozen, false);
-  // Batches used so far in this epoch (not 0 when resuming from a mid-epoch checkpoint). An epoch
-  // makes steps_per_epoch optimizer steps of `accumulate` batches each.
   const int64_t accumulate = settings_.loop.accumulate;
-  const int64_t first_batch = std::max<int64_t>(0, (progress_.step - epoch * data_.steps_per_epoch) * accumulate);
-  data_.train_loader->start_epoch(epoch, first_batch);
+  const EpochStart start = epoch_start(epoch);
+  data_.train_loader->start_epoch(epoch, start.first_batch, start.skipped_samples);
   learner_.optimizer->zero_grad();  // micro-batches left over at the end of the last epoch never stepped
   const Device& device = settings_.compute.device;
   EpochProgress this_epoch{.epoch = epoch,
                              .start = Clock::now(),
-                             .batches_done = first_batch,
+                             .batches_done = start.first_batch,
+                             .batches_in_epoch = data_.train_loader->batches_this_epoch(),
+                             .skipped_samples = start.skipped_samples,
                              .loss_sum = Tensor::zeros({}, DType::f32, device),
                              .last_loss_read = Clock::now() - std::chrono::seconds(10)};
   while (auto batch = data_.train_loader->next()) {
     ++this_epoch.batches_done;
     if (batch->size() == 0) continue;
+    const bool last_of_step = (this_epoch.micro_batches + 1) % accumulate == 0;
     const MicroBatch micro_batch{.images = data_.images_on_device(*batch, device, epoch, this_epoch.batches_done),
                                  .labels = batch->labels.to(device),
                                  .epoch = epoch,
-                                 .index = this_epoch.batches_done};
+                                 .index = this_epoch.batches_done,
+                                 .reducer = last_of_step ? data_parallel_.reducer() : nullptr};
     const Tensor loss = forward_backward(learner_, micro_batch, settings_);
     {
       NoGrad no_grad;
@@ -166,7 +242,7 @@ EpochProgress Trainer::train_epoch(int64_t epoch) {
     this_epoch.images += batch->size();
     if (++this_epoch.micro_batches % accumulate != 0) continue;
 
-    guard_.record(optimizer_step(learner_, progress_.step, optim.clip_grad_norm, options_.on_gradients));
+    guard_.record(optimizer_step(learner_, progress_.step, optim.clip_grad_norm, options_.on_gradients, data_parallel_));
     ++progress_.step;
     after_step(this_epoch);
     if (settings_.loop.max_steps > 0 && progress_.step >= settings_.loop.max_steps) {
@@ -188,16 +264,24 @@ void Trainer::after_step(EpochProgress& epoch) {
       epoch.shown_loss = epoch.mean_loss();
       epoch.last_loss_read = Clock::now();
     }
-    guard_.check_loss(epoch.shown_loss, step, epoch.epoch);
     const data::EpochStats loader_stats = data_.train_loader->stats();
-    const double images_per_second = static_cast<double>(epoch.images) / std::max(seconds_since(epoch.start), 1e-9);
+    // Global figures: images/s of all ranks (their shards are equal), the slowest rank's data wait
+    // and the loss averaged over ranks, agreed at logged steps only (every rank logs those).
+    double wait_fraction = loader_stats.wait_fraction();
+    if (log_now && data_parallel_.active()) {
+      epoch.shown_loss = across_ranks(epoch.shown_loss, distributed::ReduceOp::average);
+      wait_fraction = across_ranks(wait_fraction, distributed::ReduceOp::max);
+    }
+    guard_.check_loss(epoch.shown_loss, step, epoch.epoch);
+    const double images_per_second =
+        static_cast<double>(epoch.images * world_size_) / std::max(seconds_since(epoch.start), 1e-9);
     log_.progress(epoch.epoch + 1, epoch.batches_done, data_.batches_per_epoch,
-                  {{"loss", epoch.shown_loss}, {"img/s", images_per_second}, {"wait%", 100 * loader_stats.wait_fraction()}}, log_now);
+                  {{"loss", epoch.shown_loss}, {"img/s", images_per_second}, {"wait%", 100 * wait_fraction}}, log_now);
     if (log_now) {
       std::map<std::string, double> numbers = {{"train_loss", epoch.shown_loss},
                                                {"lr", learner_.schedule.lr(step)},
                                                {"images_per_second", images_per_second},
-                                               {"data_wait", loader_stats.wait_fraction()}};
+                                               {"data_wait", wait_fraction}};
       if (settings_.precision.fp16()) numbers["loss_scale"] = learner_.scaler.scale();
       const Device& device = settings_.compute.device;
       if (device.is_cuda()) numbers["gpu_memory_bytes"] = static_cast<double>(cuda_allocator(device.index).stats().in_use);
@@ -207,7 +291,7 @@ void Trainer::after_step(EpochProgress& epoch) {
   const int64_t every_steps = settings_.checkpoint.every_steps;
   if (every_steps > 0 && step % every_steps == 0) {
     guard_.check_loss(epoch.mean_loss(), step, epoch.epoch);
-    save(folder_.last_checkpoint(), epoch.epoch);
+    save(folder_.last_checkpoint(), epoch.epoch, samples_used(epoch));
   }
 }
 
@@ -218,15 +302,20 @@ void Trainer::end_epoch(const EpochProgress& epoch) {
   const double epoch_seconds = seconds_since(epoch.start);
   wait_seconds_ += loader_stats.wait_seconds;
   compute_seconds_ += loader_stats.compute_seconds;
-  images_ += epoch.images;
-  const double train_loss = epoch.micro_batches ? epoch.mean_loss() : 0.0;
+  images_ += epoch.images * world_size_;
+  double train_loss = epoch.micro_batches ? epoch.mean_loss() : 0.0;
+  double wait_fraction = loader_stats.wait_fraction();
+  if (data_parallel_.active()) {  // every rank's figures made one: the mean loss, the slowest rank's wait
+    train_loss = across_ranks(train_loss, distributed::ReduceOp::average);
+    wait_fraction = across_ranks(wait_fraction, distributed::ReduceOp::max);
+  }
   guard_.check_loss(train_loss, progress_.step, epoch.epoch);  // before this epoch's checkpoint could replace the last good one
 
   const int64_t number = epoch.epoch + 1, epochs = settings_.loop.epochs;
   std::ostringstream line;
   line << std::fixed << std::setprecision(4) << "epoch " << number << "/" << epochs << ": train loss " << train_loss
-       << std::setprecision(1) << ", " << static_cast<double>(epoch.images) / std::max(epoch_seconds, 1e-9)
-       << " img/s, data wait " << 100 * loader_stats.wait_fraction() << "%";
+       << std::setprecision(1) << ", " << static_cast<double>(epoch.images * world_size_) / std::max(epoch_seconds, 1e-9)
+       << " img/s, data wait " << 100 * wait_fraction << "%";
   if (loader_stats.skipped) line << ", " << loader_stats.skipped << " corrupt images skipped";
   std::map<std::string, double> numbers = {{"train_loss", train_loss}, {"epoch_seconds", epoch_seconds}};
   const bool last = number == epochs || epoch.reached_max_steps;
@@ -236,23 +325,25 @@ void Trainer::end_epoch(const EpochProgress& epoch) {
   metrics_.write_epoch(progress_.step, epoch.epoch, numbers);
 
   // A max_steps stop inside the epoch leaves it unfinished: a resume continues it from `step`.
-  const int64_t epochs_done = epoch.reached_max_steps && epoch.batches_done < data_.batches_per_epoch ? epoch.epoch : number;
+  const bool unfinished = epoch.reached_max_steps && epoch.batches_done < epoch.batches_in_epoch;
+  const int64_t epochs_done = unfinished ? epoch.epoch : number, samples_in_epoch = unfinished ? samples_used(epoch) : 0;
   const int64_t every = settings_.checkpoint.every_epochs;
-  if ((every > 0 && number % every == 0) || last) save(folder_.last_checkpoint(), epochs_done);
-  if (improved && settings_.checkpoint.save_best) save(folder_.best_checkpoint(), epochs_done);
+  if ((every > 0 && number % every == 0) || last) save(folder_.last_checkpoint(), epochs_done, samples_in_epoch);
+  if (improved && settings_.checkpoint.save_best) save(folder_.best_checkpoint(), epochs_done, samples_in_epoch);
   summary_.epochs_run = number - first_epoch_;
 }
 
 // Validation after an epoch: its part of the epoch line and numbers, confusion.json, the best
 // metric so far and the plateau schedule's observation. Returns whether the best metric improved.
 bool Trainer::validate_epoch(int64_t epoch, std::ostringstream& line, std::map<std::string, double>& numbers) {
-  const Validation result = validate(*learner_.model, *data_.validation_loader, settings_.data.classes, settings_.compute.device, epoch);
+  const Validation result = validate(*learner_.model, *data_.validation_loader, settings_.data.classes, settings_.compute.device, epoch,
+                                     data_parallel_.comm());
   line << std::setprecision(4) << "; val loss " << result.loss << std::setprecision(2) << ", top-1 " << result.top1
        << "%, top-5 " << result.top5 << "%";
   numbers["val_loss"] = result.loss;
   numbers["val_top1"] = result.top1;
   numbers["val_top5"] = result.top5;
-  write_confusion(folder_.dir / "confusion.json", result, data_.class_names, epoch + 1);
+  if (data_parallel_.world().is_main()) write_confusion(folder_.dir / "confusion.json", result, data_.class_names, epoch + 1);
   summary_.last_top1 = result.top1;
   summary_.last_val_loss = result.loss;
   const bool lower_is_better = settings_.checkpoint.best_is_loss;
@@ -267,14 +358,16 @@ bool Trainer::validate_epoch(int64_t epoch, std::ostringstream& line, std::map<s
   return improved;
 }
 
-void Trainer::save(const std::filesystem::path& path, int64_t epochs_done) {
+void Trainer::save(const std::filesystem::path& path, int64_t epochs_done, int64_t samples_in_epoch) {
   guard_.check_weights(*learner_.model, progress_.step);
-  save_learner(path, learner_, progress_, epochs_done, settings_, data_.class_names);
+  // Every rank holds the same weights: rank 0 alone writes them.
+  if (data_parallel_.world().is_main())
+    save_learner(path, learner_, progress_, epochs_done, samples_in_epoch, settings_, data_.class_names);
 }
 
 // model.safetensors, the summary and its "done:" line.
 TrainSummary Trainer::finish() {
-  if (settings_.checkpoint.export_safetensors) save_weights(*learner_.model, folder_.dir / "model.safetensors");
+  if (settings_.checkpoint.export_safetensors && data_parallel_.world().is_main()) save_weights(*learner_.model, folder_.dir / "model.safetensors");
   summary_.steps = progress_.step;
   summary_.skipped_steps = guard_.skipped_steps();
   summary_.seconds = seconds_since(run_start_);

@@ -12,9 +12,11 @@
 #pragma once
 #include <filesystem>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/distributed/world.h"
 #include "train/config/config.h"
 #include "train/train_step.h"
 
@@ -25,6 +27,9 @@ struct TrainRunOptions {
   std::ostream* console = nullptr;  // default: standard output
   bool record_step_losses = false;  // keep every micro-batch's loss in the summary (reads it back each time)
   GradientHook on_gradients;        // optional: called with each step's final gradients (train_step.h)
+  // Where this process stands in a data-parallel job; default: read from the launcher's
+  // environment (engine/distributed/world.h). A World{} runs alone even under mpirun.
+  std::optional<distributed::World> world;
 };
 
 struct TrainSummary {

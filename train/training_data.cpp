@@ -48,8 +48,10 @@ std::vector<std::string> class_names_of(const data::Dataset& train_set, int64_t 
   std::vector<std::string> names = train_set.class_names();
   names.resize(std::min<size_t>(names.size(), static_cast<size_t>(classes)));
   while (static_cast<int64_t>(names.size()) < classes) names.push_back(std::to_string(names.size()));
-  std::ofstream file(run_dir / "classes.txt");
-  for (const std::string& name : names) file << name << "\n";
+  if (!run_dir.empty()) {
+    std::ofstream file(run_dir / "classes.txt");
+    for (const std::string& name : names) file << name << "\n";
+  }
   return names;
 }
 }  // namespace
@@ -69,7 +71,8 @@ Tensor BatchCropFlip::operator()(const Tensor& images, int64_t epoch, int64_t fi
 
 Tensor TrainingData::images_on_device(const data::Batch& batch, const Device& device, int64_t epoch, int64_t index) const {
   Tensor images = batch.images.to(device);
-  if (crop_flip) images = (*crop_flip)(images, epoch, (index - 1) * batch_size);
+  // The random stream of a sample is keyed by its place among all ranks' batches.
+  if (crop_flip) images = (*crop_flip)(images, epoch, ((index - 1) * world_size + rank) * batch_size);
   return images;
 }
 
@@ -81,7 +84,8 @@ TrainingData open_training_data(const TrainSettings& settings, const std::filesy
   for (int64_t i = 0; i < data.train_set->size(); ++i) max_label = std::max(max_label, data.train_set->label(i));
   CNN_CHECK(max_label < wanted.classes, "the training data has labels up to ", max_label, " but [model] num_classes is ",
             wanted.classes, " (", wanted.classes_origin, "); set num_classes to at least ", max_label + 1);
-  data.class_names = class_names_of(*data.train_set, wanted.classes, run_dir);
+  // Rank 0 alone writes into the run folder.
+  data.class_names = class_names_of(*data.train_set, wanted.classes, settings.distributed.world.is_main() ? run_dir : "");
   data::LoaderOptions train_options = wanted.loader;
   train_options.log = [&log](const std::string& message) { log.warn(message); };
   data.train_loader = std::make_unique<data::Loader>(data.train_set, train_pipeline(settings), train_options);
@@ -91,10 +95,13 @@ TrainingData open_training_data(const TrainSettings& settings, const std::filesy
     validation_options.dtype = settings.precision.compute;
     validation_options.shuffle = false;
     validation_options.drop_last = false;
+    validation_options.pad_shards = false;  // each validation sample counted once, on one rank
     data.validation_loader = std::make_unique<data::Loader>(data::open_dataset(wanted.validation_spec),
                                                             *wanted.validation_transforms, validation_options);
   }
   data.batch_size = train_options.batch_size;
+  data.rank = settings.distributed.world.rank;
+  data.world_size = settings.distributed.world.world_size;
   data.batches_per_epoch = data.train_loader->steps_per_epoch();
   data.steps_per_epoch = std::max<int64_t>(1, data.batches_per_epoch / settings.loop.accumulate);
   CNN_CHECK(data.batches_per_epoch > 0, "the training data (", data.train_set->size(), " samples) makes no batch of ",

@@ -38,8 +38,9 @@ struct TrainingData {
   std::unique_ptr<data::Loader> train_loader;
   std::unique_ptr<data::Loader> validation_loader;  // null without [data] val_path
   std::unique_ptr<BatchCropFlip> crop_flip;         // null unless augment.on_gpu
-  int64_t batch_size = 0;
-  int64_t batches_per_epoch = 0;
+  int64_t batch_size = 0;  // per rank
+  int64_t rank = 0, world_size = 1;
+  int64_t batches_per_epoch = 0;  // per rank
   int64_t steps_per_epoch = 0;  // optimizer steps: batches_per_epoch / accumulate (at least 1)
 
   // Batch `index` (1-based) of `epoch` on `device`, ready for the model (cropped, flipped and

@@ -8,7 +8,8 @@
 
 namespace cnn::train {
 
-Validation validate(Module& model, data::Loader& loader, int64_t classes, const Device& device, int64_t epoch) {
+Validation validate(Module& model, data::Loader& loader, int64_t classes, const Device& device, int64_t epoch,
+                    distributed::Communicator& comm) {
   NoGrad no_grad;
   model.eval();
   Validation result;
@@ -37,6 +38,16 @@ Validation validate(Module& model, data::Loader& loader, int64_t classes, const 
     seen += batch->size();
   }
   model.train();
+  if (comm.world_size() > 1) {  // every count is below 2^53: exact in f64
+    std::vector<double> sums = {loss_sum, static_cast<double>(seen), static_cast<double>(top1), static_cast<double>(top5)};
+    sums.insert(sums.end(), result.confusion.begin(), result.confusion.end());
+    sums = distributed::all_reduce_values(comm, sums, distributed::ReduceOp::sum);
+    loss_sum = sums[0];
+    seen = static_cast<int64_t>(sums[1]);
+    top1 = static_cast<int64_t>(sums[2]);
+    top5 = static_cast<int64_t>(sums[3]);
+    for (size_t i = 0; i < result.confusion.size(); ++i) result.confusion[i] = static_cast<int64_t>(sums[4 + i]);
+  }
   if (seen) {
     result.loss = loss_sum / static_cast<double>(seen);
     result.top1 = 100.0 * static_cast<double>(top1) / static_cast<double>(seen);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "data/loader.h"
+#include "engine/distributed/communicator.h"
 #include "layers/module.h"
 
 namespace cnn::train {
@@ -17,8 +18,11 @@ struct Validation {
 };
 
 // Runs the model in eval mode without recording (and back in train mode after). `epoch` keys the
-// loader's epoch (the validation loader does not shuffle).
-Validation validate(Module& model, data::Loader& loader, int64_t classes, const Device& device, int64_t epoch);
+// loader's epoch (the validation loader does not shuffle). In a data-parallel run each rank
+// validates its shard and the sums (loss, hits, the confusion matrix) are reduced over `comm`, so
+// that every rank returns the figures of the whole validation set.
+Validation validate(Module& model, data::Loader& loader, int64_t classes, const Device& device, int64_t epoch,
+                    distributed::Communicator& comm);
 
 // confusion.json: epoch, loss, top-1, top-5, class names, per-class top-1 and the matrix (rows:
 // truth, columns: predicted).

@@ -3,6 +3,7 @@
 // convention, unbiased running variance); eval mode uses the running statistics. The backward uses
 // the saved input, output (for the relu mask), mean and inverse standard deviation.
 #include "engine/backend.h"
+#include "engine/distributed/sync_batch_norm.h"
 #include "engine/ops.h"
 #include "engine/ops/op_checks.h"
 #include "engine/tape.h"
@@ -33,7 +34,7 @@ void* reduction_workspace([[maybe_unused]] int64_t m, [[maybe_unused]] int64_t c
 
 Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                     const Tensor& running_var, bool training, double momentum, double eps,
-                    BatchNormActivation activation, const Tensor& residual) {
+                    BatchNormActivation activation, const Tensor& residual, distributed::Communicator* sync) {
   op_checks::floating("batch_norm2d", x);
   CNN_CHECK(x.dim() >= 2, "batch_norm2d: needs [N,H,W,C] (or [N,C]) input, got ", describe(x));
   const int64_t c = x.size(-1), m = x.numel() / std::max<int64_t>(c, 1);
@@ -51,7 +52,9 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, c
     CNN_CHECK(residual.shape() == x.shape(), "batch_norm2d: residual ", describe(residual), " must match ", describe(x));
   }
 
-  Tensor mean, invstd;
+  // SyncBN over more than one rank; one rank is plain batch norm.
+  distributed::Communicator* const across = training && sync && sync->world_size() > 1 ? sync : nullptr;
+  Tensor mean, invstd, global_count;
   {
     NoGrad no_grad;
     if (training) {
@@ -60,12 +63,22 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, c
       Tensor ws;
       CNN_KERNEL(x.device(), batch_norm_stats, x.dtype(), x.data(), m, c, mean.data(), var.data(),
                  reduction_workspace(m, c, x.device(), ws));
+      // The running variance is unbiased: divided by (count - 1) of the whole batch.
+      Tensor running_var_term;  // momentum * unbiased var
+      if (across) {
+        distributed::GlobalBatchStats global = distributed::combine_batch_stats(*across, mean, var, m);
+        mean = global.mean;
+        var = global.var;
+        global_count = global.count;
+        running_var_term = scale(mul(var, div(global_count, shift(global_count, -1.0))), momentum);
+      } else {
+        running_var_term = scale(var, momentum * (static_cast<double>(m) / static_cast<double>(m - 1)));
+      }
       invstd = pow(shift(var, eps), -0.5);
       if (running_mean.defined()) {
         Tensor rm = running_mean, rv = running_var;
         rm.copy_(add(scale(running_mean, 1.0 - momentum), scale(mean, momentum)));
-        const double unbias = static_cast<double>(m) / static_cast<double>(m - 1);
-        rv.copy_(add(scale(running_var, 1.0 - momentum), scale(var, momentum * unbias)));
+        rv.copy_(add(scale(running_var, 1.0 - momentum), running_var_term));
       }
     } else {
       mean = running_mean.detach().clone();
@@ -89,6 +102,14 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, c
               CNN_KERNEL(dy.device(), batch_norm_backward_reduce, dy.dtype(), dy.data(), data_or_null(saved_y), x.data(),
                          m, c, mean.data(), invstd.data(), activation, sum_dz.data(), sum_dz_xhat.data(),
                          reduction_workspace(m, c, dy.device(), ws));
+              // SyncBN: the weight and bias gradients are this rank's sums; the input gradient needs
+              // the sums over every rank's batch.
+              Tensor input_sum_dz = sum_dz, input_sum_dz_xhat = sum_dz_xhat;
+              if (across) {
+                input_sum_dz = sum_dz.clone();
+                input_sum_dz_xhat = sum_dz_xhat.clone();
+                distributed::reduce_backward_sums(*across, input_sum_dz, input_sum_dz_xhat, global_count, m);
+              }
               std::vector<Tensor> out(4);
               if (want_x || want_r) {
                 Tensor dx = want_x ? Tensor::empty(x.shape(), x.dtype(), x.device()) : Tensor();
@@ -96,7 +117,8 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, c
                 void* dx_ptr = want_x ? dx.data() : nullptr;
                 void* dr_ptr = want_r ? dr.data() : nullptr;
                 CNN_KERNEL(dy.device(), batch_norm_backward_input, dy.dtype(), dy.data(), data_or_null(saved_y), x.data(),
-                           m, c, mean.data(), invstd.data(), data_or_null(weight), sum_dz.data(), sum_dz_xhat.data(),
+                           m, c, mean.data(), invstd.data(), data_or_null(weight), input_sum_dz.data(),
+                           input_sum_dz_xhat.data(),
                            training, activation, dx_ptr, dr_ptr, nullptr);
                 out[0] = dx;
                 out[3] = dr;

@@ -133,3 +133,102 @@ TEST_CASE("gradient checkpointing gives identical gradients with a lower memory 
   MESSAGE("peak bytes above baseline: plain " << plain_peak << ", checkpointed " << ckpt_peak);
   CHECK(ckpt_peak < plain_peak * 2 / 3);
 }
+
+// The gradient-ready hook (Tape::set_gradient_ready_hook), which data-parallel training starts its
+// bucket all-reduces from: once per leaf, and only when nothing more will be added to its .grad.
+namespace {
+struct ReadyLog {
+  std::vector<uint64_t> ids;
+  std::vector<double> grad_sums;  // the leaf's gradient when it was reported
+  void operator()(const Tensor& leaf) {
+    ids.push_back(leaf.id());
+    grad_sums.push_back(sum(leaf.grad()).item());
+  }
+  size_t count(const Tensor& leaf) const { return static_cast<size_t>(std::count(ids.begin(), ids.end(), leaf.id())); }
+};
+}  // namespace
+
+TEST_CASE("the gradient-ready hook fires once per leaf, after its last contribution") {
+  Tensor w1 = Tensor::from_vector<double>({1, 2, 3, 4}, {2, 2}).requires_grad_();
+  Tensor w2 = Tensor::from_vector<double>({0.5, -1, 2, 1}, {2, 2}).requires_grad_();
+  Tensor x = Tensor::from_vector<double>({1, -2}, {1, 2});
+  Tape tape;
+  ReadyLog log;
+  tape.set_gradient_ready_hook([&](const Tensor& leaf) { log(leaf); });
+  Tensor loss;
+  {
+    Tape::Recording rec(tape);
+    // w1 is used twice, far apart: first (earliest record) and again after w2.
+    const Tensor h = relu(linear(x, w1));
+    loss = sum(linear(linear(h, w2), w1));
+  }
+  tape.backward(loss);
+  REQUIRE(log.ids.size() == 2);
+  CHECK(log.count(w1) == 1);
+  CHECK(log.count(w2) == 1);
+  CHECK(log.ids[0] == w2.id());  // w2's only record comes after w1's first one: it is final first
+  // The gradient at report time is the final one.
+  CHECK(log.grad_sums[1] == doctest::Approx(sum(w1.grad()).item()));
+}
+
+TEST_CASE("the gradient-ready hook reports leaves inside checkpointed segments once, after the segment's replay") {
+  Tensor w1 = Tensor::randn({3, 3}, 1, DType::f64).requires_grad_();
+  Tensor w2 = Tensor::randn({3, 3}, 2, DType::f64).requires_grad_();
+  Tensor x = Tensor::randn({2, 3}, 3, DType::f64).requires_grad_();
+  Tape tape;
+  ReadyLog log;
+  tape.set_gradient_ready_hook([&](const Tensor& leaf) { log(leaf); });
+  Tensor loss;
+  {
+    Tape::Recording rec(tape);
+    const Tensor h = checkpoint([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{tanh(linear(in[0], w1))}; },
+                                {x})[0];
+    loss = sum(linear(h, w2));
+  }
+  tape.backward(loss);
+  CHECK(log.count(w1) == 1);
+  CHECK(log.count(w2) == 1);
+  CHECK(log.count(x) == 1);
+  CHECK(log.ids.size() == 3);
+}
+
+TEST_CASE("a parameter used inside a checkpointed segment and again earlier is reported once, by the outer walk") {
+  Tensor w = Tensor::randn({3, 3}, 4, DType::f64).requires_grad_();
+  Tensor x = Tensor::randn({2, 3}, 5, DType::f64);
+  Tape tape;
+  ReadyLog log;
+  tape.set_gradient_ready_hook([&](const Tensor& leaf) { log(leaf); });
+  Tensor loss;
+  {
+    Tape::Recording rec(tape);
+    const Tensor h = linear(x, w);  // the earliest use, outside the segment
+    const Tensor g = checkpoint([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{tanh(linear(in[0], w))}; }, {h})[0];
+    loss = sum(g);
+  }
+  tape.backward(loss);
+  REQUIRE(log.count(w) == 1);
+  CHECK(log.grad_sums[0] == doctest::Approx(sum(w.grad()).item()));
+}
+
+TEST_CASE("a parameter used in two checkpointed segments is refused when the hook needs its final gradient") {
+  Tensor w = Tensor::randn({3, 3}, 6, DType::f64).requires_grad_();
+  Tensor x = Tensor::randn({2, 3}, 7, DType::f64);
+  const CheckpointFn block = [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{tanh(linear(in[0], w))}; };
+  Tape tape;
+  tape.set_gradient_ready_hook([](const Tensor&) {});
+  Tensor loss;
+  {
+    Tape::Recording rec(tape);
+    loss = sum(checkpoint(block, {checkpoint(block, {x})[0]})[0]);
+  }
+  CHECK_THROWS_WITH_AS(tape.backward(loss), doctest::Contains("two checkpointed segments"), Error);
+  // Without a hook the same graph is fine.
+  w.zero_grad();
+  Tape plain;
+  {
+    Tape::Recording rec(plain);
+    loss = sum(checkpoint(block, {checkpoint(block, {x})[0]})[0]);
+  }
+  plain.backward(loss);
+  CHECK(w.grad().defined());
+}

@@ -17,52 +17,14 @@
 #include "engine/io/safetensors.h"
 #include "train/checkpoint.h"
 #include "train/config/config.h"
+#include "train/small_run.h"
 #include "train/trainer.h"
 
 using namespace cnn;
 using namespace cnn::train;
+using namespace cnn::train::testing;
 
 namespace {
-struct ScratchDir {
-  std::filesystem::path path;
-  explicit ScratchDir(const std::string& name)
-      : path(std::filesystem::temp_directory_path() / ("cnn_trainer_" + name + "_" + std::to_string(::getpid()))) {
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~ScratchDir() { std::filesystem::remove_all(path); }
-};
-
-void write_be32(std::ofstream& out, uint32_t v) {
-  const unsigned char b[4] = {static_cast<unsigned char>(v >> 24), static_cast<unsigned char>(v >> 16),
-                              static_cast<unsigned char>(v >> 8), static_cast<unsigned char>(v)};
-  out.write(reinterpret_cast<const char*>(b), 4);
-}
-
-// `count` 28x28 images of 4 classes: class k is a bright 8x8 square in quadrant k on a noisy background.
-void write_idx_split(const std::filesystem::path& dir, const std::string& prefix, int count, uint32_t seed) {
-  std::ofstream images(dir / (prefix + "-images-idx3-ubyte"), std::ios::binary), labels(dir / (prefix + "-labels-idx1-ubyte"), std::ios::binary);
-  write_be32(images, 0x803);
-  write_be32(images, static_cast<uint32_t>(count));
-  write_be32(images, 28);
-  write_be32(images, 28);
-  write_be32(labels, 0x801);
-  write_be32(labels, static_cast<uint32_t>(count));
-  uint32_t state = seed;
-  for (int i = 0; i < count; ++i) {
-    const int label = i % 4;
-    const int y0 = label / 2 * 14 + 3, x0 = label % 2 * 14 + 3;
-    for (int y = 0; y < 28; ++y)
-      for (int x = 0; x < 28; ++x) {
-        state = state * 1664525u + 1013904223u;
-        const bool inside = y >= y0 && y < y0 + 8 && x >= x0 && x < x0 + 8;
-        const char pixel = static_cast<char>(inside ? 200 + (state >> 28) : (state >> 26));
-        images.put(pixel);
-      }
-    labels.put(static_cast<char>(label));
-  }
-}
-
 // Every value of every tensor of a safetensors file, in file order.
 std::vector<double> load_weights_values(const std::filesystem::path& path) {
   std::vector<double> all;
@@ -73,35 +35,6 @@ std::vector<double> load_weights_values(const std::filesystem::path& path) {
   return all;
 }
 
-std::string config_text(const std::filesystem::path& data, const std::filesystem::path& runs) {
-  std::ostringstream c;
-  c << "[model]\nname = compact_cnn\nnum_classes = 4\nin_channels = 1\n"
-    << "[data]\nformat = idx\npath = " << data.string() << "\nval_path = " << data.string()
-    << "\nbatch_size = 32\nimage_size = 28\ncrop_pct = 1.0\nmean = 0.2\nstd = 0.3\nworkers = 2\n"
-    << "[augment]\nrandom_resized_crop = false\nhflip = 0\n"  // a flip would swap the classes
-    << "[optim]\nname = sgd\nlr = 0.02\nhead = classifier\n"
-    << "[schedule]\nname = warmup_cosine\nwarmup_epochs = 0.5\n"
-    << "[train]\nepochs = 2\ndevice = cpu\nseed = 3\nthreads = 2\n"
-    << "[log]\nlevel = quiet\nevery_steps = 4\n"
-    << "[run]\ndir = " << runs.string() << "\nname = test\n";
-  return c.str();
-}
-
-// A scratch folder with a small IDX train/test split, the config text of config_text() on it, and
-// run options whose console output goes to a string.
-struct SmallRun {
-  ScratchDir dir;
-  std::string text;
-  std::ostringstream quiet;
-  TrainRunOptions opts;
-  SmallRun(const std::string& name, int train_images, int test_images, uint32_t train_seed, uint32_t test_seed)
-      : dir(name) {
-    write_idx_split(dir.path, "train", train_images, train_seed);
-    write_idx_split(dir.path, "t10k", test_images, test_seed);
-    text = config_text(dir.path, dir.path / "runs");
-    opts.console = &quiet;
-  }
-};
 }  // namespace
 
 // Trains two epochs without a break, and again stopped after `stop_at_step` optimizer steps (by

@@ -63,6 +63,7 @@ std::vector<KeySpec> build_schema() {
                     "stochastic depth: the largest drop probability of a residual block's branch, rising linearly with depth; "
                     "empty: the architecture's own (EfficientNet 0.2, others 0)"),
       boolean("model", "zero_init_residual", "false", "initialise the last BatchNorm weight of each residual block to zero"),
+      boolean("model", "sync_bn", "false", "data-parallel runs: BatchNorm statistics over the whole global batch, reduced across ranks (SyncBatchNorm)"),
       // ---- data ----
       choice("data", "format", "folder", {"folder", "idx", "cifar", "packed"},
              "dataset layout: class folders of images, IDX files (MNIST family), CIFAR binaries, or a packed HDF5 file"),
@@ -156,6 +157,9 @@ std::vector<KeySpec> build_schema() {
       integer("log", "every_steps", "50", between(1, 1e9), "steps between progress lines and logged training metrics"),
       boolean("log", "tensorboard", "true", "write TensorBoard event files in the run folder"),
       boolean("log", "jsonl", "true", "write metrics.jsonl (one JSON object per line) in the run folder"),
+      // ---- distributed ----
+      real("distributed", "bucket_mb", "25", above(0), "data-parallel runs: size of the gradient buckets all-reduced during backward, in MiB"),
+      real("distributed", "timeout_s", "300", above(0), "data-parallel runs: a collective that waits longer than this for another rank ends the job"),
       // ---- run ----
       text("run", "name", "", "run name; empty: the config file's name without extension"),
       text("run", "dir", "runs", "parent folder of run folders; a run writes to dir/name"),

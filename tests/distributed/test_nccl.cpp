@@ -1,0 +1,102 @@
+// The NCCL backend (engine/distributed/nccl_communicator.cpp) on one GPU with world size 1: every
+// collective gives back its input (sum, average and max over one rank are the identity), all_gather
+// stacks it under a new first axis, and tensors the communicator cannot take are refused. Without a
+// CUDA device each case says so and passes.
+#include <doctest/doctest.h>
+
+#include "engine/config.h"
+
+#if CNN_WITH_NCCL
+#include <string>
+#include <vector>
+
+#include "engine/cnn.h"
+#include "engine/distributed/backends.h"
+
+using namespace cnn;
+using namespace cnn::distributed;
+
+namespace {
+
+CommunicatorPtr one_rank_communicator() {
+  World world;  // rank 0 of 1, no launcher
+  return make_nccl_communicator(world, 0, nccl_unique_id(), 60);
+}
+
+// 1000 values in -100..99: integers, so exact in every dtype (bf16 included).
+Tensor values_on_gpu(DType dtype) {
+  std::vector<double> values(1000);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(i % 200) - 100.0;
+  return Tensor::from_vector(values, {1000}).to(dtype).to(Device::cuda(0));
+}
+
+}  // namespace
+
+TEST_CASE("nccl: all_reduce over one rank gives back its input, for every dtype and op") {
+  if (!cuda::is_available()) {
+    MESSAGE("skipped: no CUDA device");
+    return;
+  }
+  CommunicatorPtr comm = one_rank_communicator();
+  CHECK(std::string(comm->backend()) == "nccl");
+  CHECK(comm->device() == Device::cuda(0));
+  CHECK(comm->world_size() == 1);
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16, DType::f64, DType::i64}) {
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::average, ReduceOp::max}) {
+      const char* dtype_text = dtype_name(dtype);
+      const char* op_text = reduce_op_name(op);
+      CAPTURE(dtype_text);
+      CAPTURE(op_text);
+      Tensor t = values_on_gpu(dtype);
+      const std::vector<double> before = t.to_doubles();
+      comm->all_reduce(t, op);
+      CHECK(t.dtype() == dtype);
+      CHECK(t.to_doubles() == before);
+    }
+  }
+  // The asynchronous form: the compute stream waits for the collective; waiting twice is harmless.
+  Tensor t = values_on_gpu(DType::f32);
+  const std::vector<double> before = t.to_doubles();
+  Pending pending = comm->all_reduce_async(t, ReduceOp::sum);
+  pending->wait();
+  pending->wait();
+  CHECK(t.to_doubles() == before);
+}
+
+TEST_CASE("nccl: broadcast keeps the values, all_gather stacks them, barrier returns") {
+  if (!cuda::is_available()) {
+    MESSAGE("skipped: no CUDA device");
+    return;
+  }
+  CommunicatorPtr comm = one_rank_communicator();
+  Tensor t = values_on_gpu(DType::f32).reshape({10, 100});
+  const std::vector<double> before = t.to_doubles();
+  comm->broadcast(t, 0);
+  CHECK(t.to_doubles() == before);
+  CHECK_THROWS_AS(comm->broadcast(t, 1), Error);  // no rank 1 in a job of one
+
+  Tensor gathered = comm->all_gather(t);
+  CHECK(gathered.shape() == Shape{1, 10, 100});
+  CHECK(gathered.dtype() == DType::f32);
+  CHECK(gathered.device() == Device::cuda(0));
+  CHECK(gathered.to_doubles() == before);
+
+  comm->barrier();
+  comm->barrier();
+}
+
+TEST_CASE("nccl: CPU tensors are refused") {
+  if (!cuda::is_available()) {
+    MESSAGE("skipped: no CUDA device");
+    return;
+  }
+  CommunicatorPtr comm = one_rank_communicator();
+  Tensor cpu = Tensor::ones({4});
+  CHECK_THROWS_AS(comm->all_reduce(cpu, ReduceOp::sum), Error);
+  CHECK_THROWS_AS(comm->all_reduce_async(cpu, ReduceOp::average), Error);
+  CHECK_THROWS_AS(comm->broadcast(cpu, 0), Error);
+  CHECK_THROWS_AS(comm->all_gather(cpu), Error);
+  comm->barrier();  // the communicator still works after refusing
+}
+
+#endif  // CNN_WITH_NCCL

@@ -1,0 +1,35 @@
+// A small training run for tests: a scratch folder (removed afterwards) holding a tiny IDX split
+// of 4 easy classes, the config text of a compact CNN on it, and run options whose console output
+// goes to a string. Shared by the trainer tests and the multi-process tests.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <sstream>
+#include <string>
+
+#include "train/trainer.h"
+
+namespace cnn::train::testing {
+
+struct ScratchDir {
+  std::filesystem::path path;
+  explicit ScratchDir(const std::string& name);
+  ~ScratchDir();
+};
+
+// `count` 28x28 images of 4 classes in <dir>/<prefix>-images-idx3-ubyte and -labels-idx1-ubyte:
+// class k is a bright 8x8 square in quadrant k on a noisy background.
+void write_idx_split(const std::filesystem::path& dir, const std::string& prefix, int count, uint32_t seed);
+
+// The config of a 2-epoch compact-CNN run on the IDX data in `data`, run folders under `runs`.
+std::string config_text(const std::filesystem::path& data, const std::filesystem::path& runs);
+
+struct SmallRun {
+  ScratchDir dir;
+  std::string text;
+  std::ostringstream quiet;
+  TrainRunOptions opts;
+  SmallRun(const std::string& name, int train_images, int test_images, uint32_t train_seed, uint32_t test_seed);
+};
+
+}  // namespace cnn::train::testing

@@ -2,7 +2,8 @@
 # The GPU check: on a machine with an NVIDIA GPU, builds for sm_90 (override with CUDA_ARCH) with all
 # cores, runs every test labelled gpu (and the rest of the suite), runs the gpu tests again under
 # compute-sanitizer memcheck where it is available, times ResNet-50's convolutions with bench_conv,
-# and prints a short summary. Logs go to $OUT
+# measures NCCL all-reduce over every GPU of the machine with bench_allreduce (the NCCL tests run
+# within the gpu tests), and prints a short summary. Logs go to $OUT
 # when it is set (else build-gpu/logs). Meant to finish in well under 8 minutes on one H200.
 #
 # Packages: the build needs doctest-dev, libopenblas-dev and zlib1g-dev (libopenblas-openmp-dev is
@@ -64,6 +65,19 @@ for dtype in f32 f16; do
     --json "$logs/bench_model_resnet50_$dtype.json" >"$logs/bench_model_$dtype.log" 2>&1
   note "bench_model: $(tail -1 "$logs/bench_model_$dtype.log")"
 done
+# NCCL over all of the machine's GPUs, one process each, launched torchrun-style (no MPI needed).
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+[ "$gpus" -ge 1 ] || gpus=1
+pids=""
+for rank in $(seq 0 $((gpus - 1))); do
+  RANK=$rank LOCAL_RANK=$rank WORLD_SIZE=$gpus MASTER_ADDR=127.0.0.1 MASTER_PORT=29517 \
+    timeout 120 ./build-gpu/bench/bench_allreduce --device cuda --json "$logs/bench_allreduce.json" \
+    >"$logs/bench_allreduce_rank$rank.log" 2>&1 &
+  pids="$pids $!"
+done
+allreduce_rc=0
+for pid in $pids; do wait "$pid" || allreduce_rc=1; done
+note "bench_allreduce (NCCL, $gpus GPU(s)): rc $allreduce_rc (table in bench_allreduce_rank0.log)"
 note "total: $(( $(date +%s) - start )) s"
 cat "$summary"
 [ $gpu_rc -eq 0 ]

@@ -52,8 +52,8 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, c
     CNN_CHECK(residual.shape() == x.shape(), "batch_norm2d: residual ", describe(residual), " must match ", describe(x));
   }
 
-  // SyncBN over more than one rank; one rank is plain batch norm.
-  distributed::Communicator* const across = training && sync && sync->world_size() > 1 ? sync : nullptr;
+  // SyncBN (also over a world of one rank, where it computes what plain batch norm does).
+  distributed::Communicator* const across = training && sync ? sync : nullptr;
   Tensor mean, invstd, global_count;
   {
     NoGrad no_grad;

@@ -169,6 +169,36 @@ TEST_CASE("shards: every sample exactly once across ranks per epoch; drop_last a
   CHECK(error_message([&] { EpochPlan(n, 0, o); }).find("rank 3 of world size 3") != std::string::npos);
 }
 
+TEST_CASE("shards after skipping: the same batches on as many ranks, the unused rest split anew on another number") {
+  const int64_t n = 103;
+  SamplerOptions o;
+  o.batch_size = 4, o.seed = 5, o.world_size = 2, o.pad_shards = true;
+  // 2 ranks that used 3 batches each skip 3 * 4 * 2 = 24 samples: batches 3.. of the full plan.
+  for (int rank = 0; rank < 2; ++rank) {
+    o.rank = rank;
+    const EpochPlan full(n, 4, o), rest(n, 4, o, 24);
+    CHECK(rest.num_batches() == full.num_batches() - 3);
+    CHECK(std::vector<int64_t>(full.indices().begin() + 12, full.indices().end()) == rest.indices());
+  }
+  // Resumed on 3 ranks: the shards are disjoint and together are exactly the samples not used yet.
+  const std::vector<int64_t> order = epoch_permutation(n, 5, 4);
+  std::vector<int64_t> padded = order;
+  padded.push_back(order[0]);  // 2 ranks padded 103 to 104
+  std::multiset<int64_t> unused(padded.begin() + 24, padded.end()), seen;
+  SamplerOptions three = o;
+  three.world_size = 3, three.pad_shards = false;
+  for (int rank = 0; rank < 3; ++rank) {
+    three.rank = rank;
+    const EpochPlan plan(n, 4, three, 24);
+    seen.insert(plan.indices().begin(), plan.indices().end());
+  }
+  CHECK(std::multiset<int64_t>(order.begin() + 24, order.end()) == seen);  // without padding on 3 ranks: 79 samples
+  CHECK(unused.size() == seen.size() + 1);
+  // Skipping everything leaves an empty epoch; a negative skip is refused.
+  CHECK(EpochPlan(n, 4, three, 1000).num_batches() == 0);
+  CHECK(error_message([&] { EpochPlan(n, 4, three, -1); }).find("must not be negative") != std::string::npos);
+}
+
 TEST_CASE("the loader's shards cover the dataset exactly once across ranks") {
   auto ds = std::make_shared<SyntheticDataset>(17);
   std::multiset<int64_t> seen;

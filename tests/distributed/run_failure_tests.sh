@@ -1,6 +1,7 @@
 #!/bin/sh
 # Multi-process failures and launches, through mpirun and cnn_train (CTest: mpi_failures_and_launches):
-#   1. a rank killed with SIGKILL mid-job ends the whole job with an error, well within the timeout;
+#   1. a rank killed with SIGKILL mid-job ends the whole job with an error, well within the timeout
+#      (in a collective of the test program, and cnn_train's rank 1 killed while it trains);
 #   2. a rank that hangs is reported by the other (collective and timeout named), and the job ends;
 #   3. ranks given different configs are refused at start, naming the ranks;
 #   4. a torchrun-style launch (RANK, WORLD_SIZE, MASTER_*) on the CPU is refused with the way to launch;
@@ -35,6 +36,31 @@ short="--set data.path=$fashion --set data.val_path= --set train.max_steps=3 --s
 config="$source_dir/configs/fashion_mnist.ini"
 expect_failure "different configs" 60 "not given the same config" \
   $launch -np 1 "$cnn_train" "$config" $short --set train.seed=1 : -np 1 "$cnn_train" "$config" $short --set train.seed=2
+# One of cnn_train's ranks killed with kill -9 while it trains: mpirun ends the job and names the rank.
+if [ -d "$fashion" ]; then
+  start=$(date +%s)
+  $launch -np 2 "$cnn_train" "$config" --set data.val_path= --set run.dir="$scratch/runs" --set run.name=killed \
+    --set train.threads=1 --set log.level=quiet >"$scratch/killed" 2>&1 &
+  job=$!
+  victim=""
+  for _ in $(seq 1 100); do  # up to 20 s for both ranks to be training (rank 0 has written train.log)
+    victim=$(pgrep -n -f "^$cnn_train .*run.name=killed")  # the newest rank (not mpirun itself)
+    [ -n "$victim" ] && ls "$scratch"/runs/*killed*/train.log >/dev/null 2>&1 && break
+    sleep 0.2
+  done
+  sleep 2
+  kill -9 "$victim" 2>/dev/null
+  ( sleep 90; kill -9 $job 2>/dev/null ) &
+  watchdog=$!
+  wait $job
+  rc=$? elapsed=$(( $(date +%s) - start ))
+  kill $watchdog 2>/dev/null
+  if [ "$rc" -eq 0 ] || [ "$elapsed" -gt 80 ] || ! grep -q "exited on signal 9" "$scratch/killed"; then
+    fail "cnn_train with a rank killed: exit $rc after $elapsed s"; tail -5 "$scratch/killed"
+  else
+    echo "ok: cnn_train with a rank killed (exit $rc after $elapsed s)"
+  fi
+fi
 expect_failure "torchrun-style launch on the CPU" 30 "runs over MPI: launch it with mpirun" \
   env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29533 "$cnn_train" "$config" $short
 

@@ -12,6 +12,8 @@
 
 #include "engine/cnn.h"
 #include "engine/distributed/backends.h"
+#include "layers/registry.h"
+#include "train/distributed/gradient_reducer.h"
 
 using namespace cnn;
 using namespace cnn::distributed;
@@ -97,6 +99,45 @@ TEST_CASE("nccl: CPU tensors are refused") {
   CHECK_THROWS_AS(comm->broadcast(cpu, 0), Error);
   CHECK_THROWS_AS(comm->all_gather(cpu), Error);
   comm->barrier();  // the communicator still works after refusing
+}
+
+TEST_CASE("nccl: a data-parallel step on one GPU gives the gradients of the plain step; SyncBN over NCCL is batch norm") {
+  if (!cuda::is_available()) {
+    MESSAGE("skipped: no CUDA device");
+    return;
+  }
+  CommunicatorPtr comm = one_rank_communicator();
+  const auto gradients = [&](bool data_parallel) {
+    auto model = make_model("compact_cnn", 10, 1, 3, ModelOptions{.dropout = 0.0});
+    model->to(Device::cuda(0));
+    model->train();
+    std::unique_ptr<train::GradientReducer> reducer;
+    if (data_parallel) reducer = std::make_unique<train::GradientReducer>(*comm, model->parameters(), 16 * 1024);
+    const Tensor images = Tensor::randn({16, 28, 28, 1}, 8).to(Device::cuda(0));
+    const Tensor labels = Tensor::from_vector<int64_t>(std::vector<int64_t>(16, 3), {16}).to(Device::cuda(0));
+    Tape tape;
+    if (reducer) reducer->attach(tape);
+    Tensor loss;
+    {
+      Tape::Recording rec(tape);
+      loss = cross_entropy(model->forward(images), labels);
+    }
+    tape.backward(loss);
+    if (reducer) reducer->finish();
+    std::vector<std::vector<double>> grads;
+    for (const Tensor& p : model->parameters()) grads.push_back(p.grad().to_doubles());
+    return grads;
+  };
+  CHECK(gradients(true) == gradients(false));  // the average over one rank is exact
+
+  const Tensor x = Tensor::randn({8, 4, 4, 16}, 9).to(Device::cuda(0));
+  Tensor rm = Tensor::zeros({16}, DType::f32, Device::cuda(0)), rv = Tensor::ones({16}, DType::f32, Device::cuda(0));
+  const std::vector<double> plain = batch_norm2d(x, Tensor(), Tensor(), rm.clone(), rv.clone(), true).to_doubles();
+  const std::vector<double> synced =
+      batch_norm2d(x, Tensor(), Tensor(), rm, rv, true, 0.1, 1e-5, BatchNormActivation::none, Tensor(), comm.get()).to_doubles();
+  double worst = 0;
+  for (size_t i = 0; i < plain.size(); ++i) worst = std::max(worst, std::abs(plain[i] - synced[i]));
+  CHECK(worst < 1e-5);
 }
 
 #endif  // CNN_WITH_NCCL

@@ -322,7 +322,7 @@ std::string KeySpec::validate(const std::string& value) const {
 
 const std::vector<std::string>& config_sections() {
   static const std::vector<std::string> sections = {"model", "data",      "augment",    "optim", "schedule",
-                                                    "train", "precision", "checkpoint", "log",   "run"};
+                                                    "train", "precision", "checkpoint", "log",   "distributed", "run"};
   return sections;
 }
 

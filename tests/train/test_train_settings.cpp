@@ -1,0 +1,55 @@
+// TrainSettings in a data-parallel job: what a rank's launcher environment changes in the settings
+// a config gives (train_settings.h).
+#include <doctest/doctest.h>
+
+#include "train/config/config.h"
+#include "train/train_settings.h"
+
+using namespace cnn;
+using namespace cnn::train;
+
+namespace {
+const char* kConfig =
+    "[model]\nname = compact_cnn\nnum_classes = 10\nin_channels = 1\n"
+    "[data]\nformat = idx\npath = /nonexistent\nbatch_size = 64\ndrop_last = false\n"
+    "[optim]\nlr = 0.1\n[schedule]\nreference_batch_size = 256\n"
+    "[train]\naccumulate = 2\ndevice = cuda\n";
+
+distributed::World rank_of(int rank, int world_size) {
+  distributed::World world;
+  world.rank = rank;
+  world.local_rank = rank;
+  world.world_size = world_size;
+  world.launcher = distributed::Launcher::mpirun;
+  return world;
+}
+}  // namespace
+
+TEST_CASE("settings of a rank: its own GPU, its shard, the global batch in the linear scaling rule") {
+  const Config config = Config::parse(kConfig, "dp.ini");
+  const TrainSettings alone = from_config(config);
+  CHECK(alone.compute.device == Device::cuda(0));
+  CHECK(alone.data.loader.world_size == 1);
+  CHECK(alone.optim.schedule.base_lr == doctest::Approx(0.1 * 64 * 2 / 256));
+
+  const TrainSettings third = from_config(config, rank_of(2, 4));
+  CHECK(third.compute.device == Device::cuda(2));  // cuda: the rank's local GPU
+  CHECK(third.data.loader.device == Device::cuda(2));
+  CHECK(third.data.loader.rank == 2);
+  CHECK(third.data.loader.world_size == 4);
+  CHECK(third.data.loader.pad_shards);  // equal shards: every rank makes the same number of steps
+  CHECK(third.optim.schedule.base_lr == doctest::Approx(0.1 * 64 * 2 * 4 / 256));  // batch x accumulate x ranks
+  CHECK(third.distributed.bucket_bytes == 25.0 * (1 << 20));
+  CHECK(third.distributed.timeout_seconds == 300);
+
+  // An explicit GPU index is kept; drop_last needs no padding.
+  const TrainSettings pinned =
+      from_config(Config::parse(kConfig, "dp.ini", {"train.device=cuda:0", "data.drop_last=true", "distributed.bucket_mb=4",
+                                                    "distributed.timeout_s=20", "model.sync_bn=true"}),
+                  rank_of(1, 2));
+  CHECK(pinned.compute.device == Device::cuda(0));
+  CHECK_FALSE(pinned.data.loader.pad_shards);
+  CHECK(pinned.distributed.bucket_bytes == 4.0 * (1 << 20));
+  CHECK(pinned.distributed.timeout_seconds == 20);
+  CHECK(pinned.model.sync_bn);
+}

@@ -27,6 +27,7 @@
 #include "train/config/config.h"
 #include "train/distributed/data_parallel.h"
 #include "train/distributed/gradient_reducer.h"
+#include "ddp_backward.h"
 #include "train/small_run.h"
 #include "train/trainer.h"
 
@@ -190,22 +191,13 @@ std::unique_ptr<Module> train_steps(const std::string& name, int in_channels, in
   const int64_t n = 8;
   for (int step = 0; step < steps; ++step) {
     Tensor images = Tensor::randn({n, size, size, in_channels}, 100 + step, DType::f64);
-    const std::vector<double> label_values = {0, 3, 1, 9, 4, 4, 7, 2};
     Tensor labels = Tensor::from_vector<int64_t>({0, 3, 1, 9, 4, 4, 7, 2}, {n});
     if (comm) {
       const int64_t half = n / 2, begin = comm->rank() * half;
       images = images.slice(begin, begin + half);
       labels = labels.slice(begin, begin + half);
     }
-    Tape tape;
-    if (reducer) reducer->attach(tape);
-    Tensor loss;
-    {
-      Tape::Recording rec(tape);
-      loss = cross_entropy(model->forward(images), labels);
-    }
-    tape.backward(loss);
-    if (reducer) reducer->finish();
+    testing::ddp_backward(*model, images, labels, reducer.get());
     sgd_step(model->parameters(), 0.05);
   }
   return model;
@@ -257,18 +249,9 @@ TEST_CASE("mpi: accumulation of 2 micro-batches under DDP equals DDP with the do
     const Tensor images = Tensor::randn({8, 28, 28, 1}, 40, DType::f64).slice(comm->rank() * 4, comm->rank() * 4 + 4);
     const Tensor labels = Tensor::from_vector<int64_t>({1, 2, 3, 4, 5, 6, 7, 8}, {8}).slice(comm->rank() * 4, comm->rank() * 4 + 4);
     const int64_t per = 4 / micro_batches;
-    for (int k = 0; k < micro_batches; ++k) {
-      Tape tape;
-      if (k == micro_batches - 1) reducer.attach(tape);  // no_sync for the earlier ones
-      Tensor loss;
-      {
-        Tape::Recording rec(tape);
-        loss = scale(cross_entropy(model->forward(images.slice(k * per, (k + 1) * per)), labels.slice(k * per, (k + 1) * per)),
-                     1.0 / micro_batches);
-      }
-      tape.backward(loss);
-    }
-    reducer.finish();
+    for (int k = 0; k < micro_batches; ++k)  // no_sync for all but the last
+      testing::ddp_backward(*model, images.slice(k * per, (k + 1) * per), labels.slice(k * per, (k + 1) * per),
+                            k == micro_batches - 1 ? &reducer : nullptr, 1.0 / micro_batches);
     CHECK(reducer.reports() == static_cast<int64_t>(model->parameters().size()));
     std::vector<Tensor> grads;
     for (const Tensor& p : model->parameters()) grads.push_back(p.grad().clone());

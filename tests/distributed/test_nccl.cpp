@@ -14,6 +14,7 @@
 #include "engine/distributed/backends.h"
 #include "layers/registry.h"
 #include "train/distributed/gradient_reducer.h"
+#include "distributed/ddp_backward.h"
 
 using namespace cnn;
 using namespace cnn::distributed;
@@ -115,15 +116,7 @@ TEST_CASE("nccl: a data-parallel step on one GPU gives the gradients of the plai
     if (data_parallel) reducer = std::make_unique<train::GradientReducer>(*comm, model->parameters(), 16 * 1024);
     const Tensor images = Tensor::randn({16, 28, 28, 1}, 8).to(Device::cuda(0));
     const Tensor labels = Tensor::from_vector<int64_t>(std::vector<int64_t>(16, 3), {16}).to(Device::cuda(0));
-    Tape tape;
-    if (reducer) reducer->attach(tape);
-    Tensor loss;
-    {
-      Tape::Recording rec(tape);
-      loss = cross_entropy(model->forward(images), labels);
-    }
-    tape.backward(loss);
-    if (reducer) reducer->finish();
+    testing::ddp_backward(*model, images, labels, reducer.get());
     std::vector<std::vector<double>> grads;
     for (const Tensor& p : model->parameters()) grads.push_back(p.grad().to_doubles());
     return grads;

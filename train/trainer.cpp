@@ -176,7 +176,7 @@ TrainSummary run_training(const Config& config, const TrainRunOptions& options) 
   DataParallel data_parallel(settings);
   try {
     return run_on_this_rank(settings, options, data_parallel);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     // The other ranks would wait for this one in their next collective until the timeout.
     if (data_parallel.active()) data_parallel.comm().abort(std::string("cnn_train: ") + e.what());
     throw;

@@ -36,6 +36,9 @@ class PendingCollective {
  public:
   virtual ~PendingCollective() = default;
   virtual void wait() = 0;
+  // Lets the collective advance without waiting for it. MPI moves non-blocking collectives on only
+  // inside MPI calls; the gradient buckets poll theirs while backward goes on. NCCL needs nothing.
+  virtual void poll() {}
 };
 using Pending = std::unique_ptr<PendingCollective>;
 

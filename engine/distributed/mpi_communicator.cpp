@@ -13,6 +13,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <limits>
 #include <cstdio>
 #include <mutex>
 #include <optional>
@@ -71,6 +72,13 @@ MPI_Datatype mpi_type(DType dt) {
   }
 }
 
+// MPI counts are ints: larger tensors are refused rather than cut.
+int mpi_count(int64_t count, const char* what) {
+  CNN_CHECK(count <= std::numeric_limits<int>::max(), "MPI ", what, " of ", count, " elements (or bytes): MPI counts stop at ",
+            std::numeric_limits<int>::max(), "; split the tensor");
+  return static_cast<int>(count);
+}
+
 MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : MPI_SUM; }
 
 [[noreturn]] void abort_job(int rank, const std::string& why) {
@@ -103,7 +111,7 @@ class MpiPendingReduce final : public PendingCollective {
   MpiPendingReduce(Tensor target, Tensor buffer, ReduceOp op, int rank, int world_size, std::string what, double timeout)
       : target_(std::move(target)), buffer_(std::move(buffer)), op_(op), rank_(rank), world_size_(world_size),
         what_(std::move(what)), timeout_(timeout) {
-    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buffer_.data(), static_cast<int>(buffer_.numel()), mpi_type(buffer_.dtype()),
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buffer_.data(), mpi_count(buffer_.numel(), "all_reduce"), mpi_type(buffer_.dtype()),
                              mpi_op(op), MPI_COMM_WORLD, &request_),
               what_.c_str());
   }
@@ -113,10 +121,14 @@ class MpiPendingReduce final : public PendingCollective {
     } catch (...) {  // an error was reported by the first wait; nothing more to say here
     }
   }
+  void poll() override {
+    if (waited_ || done_) return;
+    check_mpi(MPI_Test(&request_, &done_, MPI_STATUS_IGNORE), what_.c_str());
+  }
   void wait() override {
     if (waited_) return;
     waited_ = true;
-    wait_bounded(request_, rank_, what_, timeout_);
+    if (!done_) wait_bounded(request_, rank_, what_, timeout_);
     NoGrad no_grad;
     if (op_ == ReduceOp::average) buffer_.copy_(scale(buffer_, 1.0 / world_size_));
     if (buffer_.impl() != target_.impl()) target_.copy_(buffer_.to(target_.dtype()));
@@ -129,6 +141,7 @@ class MpiPendingReduce final : public PendingCollective {
   std::string what_;
   double timeout_;
   MPI_Request request_ = MPI_REQUEST_NULL;
+  int done_ = 0;  // MPI_Test saw it complete
   bool waited_ = false;
 };
 
@@ -160,7 +173,7 @@ class MpiCommunicator final : public Communicator {
     CNN_CHECK(root >= 0 && root < world_size(), "broadcast from rank ", root, " in a world of ", world_size(), " ranks");
     MPI_Request request = MPI_REQUEST_NULL;
     const std::string what = describe_collective("broadcast", t);
-    check_mpi(MPI_Ibcast(t.data(), static_cast<int>(t.nbytes()), MPI_BYTE, root, MPI_COMM_WORLD, &request), what.c_str());
+    check_mpi(MPI_Ibcast(t.data(), mpi_count(static_cast<int64_t>(t.nbytes()), "broadcast"), MPI_BYTE, root, MPI_COMM_WORLD, &request), what.c_str());
     wait_bounded(request, rank(), what, timeout_seconds());
   }
 
@@ -171,7 +184,7 @@ class MpiCommunicator final : public Communicator {
     Tensor out = Tensor::empty(Shape(dims), t.dtype(), Device::cpu());
     MPI_Request request = MPI_REQUEST_NULL;
     const std::string what = describe_collective("all_gather", t);
-    const int bytes = static_cast<int>(t.nbytes());
+    const int bytes = mpi_count(static_cast<int64_t>(t.nbytes()) * world_size(), "all_gather") / world_size();
     check_mpi(MPI_Iallgather(t.data(), bytes, MPI_BYTE, out.data(), bytes, MPI_BYTE, MPI_COMM_WORLD, &request), what.c_str());
     wait_bounded(request, rank(), what, timeout_seconds());
     return out;
@@ -210,7 +223,7 @@ std::string mpi_broadcast_bytes(const std::string& bytes, int root, double timeo
   check_mpi(MPI_Ibcast(&length, 1, MPI_INT64_T, root, MPI_COMM_WORLD, &request), "broadcast of the NCCL id");
   wait_bounded(request, rank, "MPI broadcast of the NCCL id", timeout_seconds);
   std::string out = rank == root ? bytes : std::string(static_cast<size_t>(length), '\0');
-  check_mpi(MPI_Ibcast(out.data(), static_cast<int>(length), MPI_BYTE, root, MPI_COMM_WORLD, &request), "broadcast of the NCCL id");
+  check_mpi(MPI_Ibcast(out.data(), mpi_count(length, "broadcast of the NCCL id"), MPI_BYTE, root, MPI_COMM_WORLD, &request), "broadcast of the NCCL id");
   wait_bounded(request, rank, "MPI broadcast of the NCCL id", timeout_seconds);
   return out;
 }

@@ -4,8 +4,8 @@
 //
 // Statistics combine exactly as Chan et al.'s parallel variance: with n_r values of mean m_r and
 // biased variance v_r on rank r, N = sum n_r, mean = sum n_r m_r / N and
-// var = (sum n_r v_r + sum n_r (m_r - mean)^2) / N. Two all-reduces of 2C values, no sums of
-// squares of raw values, so no cancellation when the mean is large.
+// var = (sum n_r v_r + sum n_r (m_r - mean)^2) / N. Two all-reduces (2C values, then C), no sums
+// of squares of raw values, so no cancellation when the mean is large. The backward all-reduces 2C.
 #pragma once
 #include "engine/distributed/communicator.h"
 #include "engine/tensor.h"

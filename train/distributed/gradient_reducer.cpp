@@ -61,6 +61,7 @@ void GradientReducer::on_ready(const Tensor& leaf) {
   Tensor slot = bucket.flat.slice(offset, offset + leaf.numel());
   slot.copy_(leaf.grad().reshape({leaf.numel()}));
   if (++bucket.ready == bucket.members.size()) start_ready_buckets();
+  for (size_t b = 0; b < next_to_start_; ++b) buckets_[b].pending->poll();  // MPI: keep the started ones moving
 }
 
 void GradientReducer::start_ready_buckets() {

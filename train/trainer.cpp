@@ -305,8 +305,12 @@ void Trainer::end_epoch(const EpochProgress& epoch) {
   images_ += epoch.images * world_size_;
   double train_loss = epoch.micro_batches ? epoch.mean_loss() : 0.0;
   double wait_fraction = loader_stats.wait_fraction();
-  if (data_parallel_.active()) {  // every rank's figures made one: the mean loss, the slowest rank's wait
-    train_loss = across_ranks(train_loss, distributed::ReduceOp::average);
+  int64_t corrupt = loader_stats.skipped;
+  if (data_parallel_.active()) {  // every rank's figures made one: the mean loss, all corrupt images, the slowest rank's wait
+    const std::vector<double> sums = distributed::all_reduce_values(
+        data_parallel_.comm(), {train_loss, static_cast<double>(corrupt)}, distributed::ReduceOp::sum);
+    train_loss = sums[0] / static_cast<double>(world_size_);
+    corrupt = static_cast<int64_t>(sums[1]);
     wait_fraction = across_ranks(wait_fraction, distributed::ReduceOp::max);
   }
   guard_.check_loss(train_loss, progress_.step, epoch.epoch);  // before this epoch's checkpoint could replace the last good one
@@ -316,7 +320,7 @@ void Trainer::end_epoch(const EpochProgress& epoch) {
   line << std::fixed << std::setprecision(4) << "epoch " << number << "/" << epochs << ": train loss " << train_loss
        << std::setprecision(1) << ", " << static_cast<double>(epoch.images * world_size_) / std::max(epoch_seconds, 1e-9)
        << " img/s, data wait " << 100 * wait_fraction << "%";
-  if (loader_stats.skipped) line << ", " << loader_stats.skipped << " corrupt images skipped";
+  if (corrupt) line << ", " << corrupt << " corrupt images skipped";
   std::map<std::string, double> numbers = {{"train_loss", train_loss}, {"epoch_seconds", epoch_seconds}};
   const bool last = number == epochs || epoch.reached_max_steps;
   const bool validate_now = data_.validation_loader && (number % settings_.loop.eval_every == 0 || last);

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 #include <csignal>
 #include <thread>
@@ -300,6 +301,28 @@ TEST_CASE("mpi: cnn_train on 2 ranks learns, writes one run folder, and resumes 
     CHECK(second.best_top1 > 50);
   }
   comm->barrier();
+}
+
+TEST_CASE("mpi: inf/nan gradients on one rank make every rank skip the step (fp16 lowers the scale on both)") {
+  auto comm = world_comm();
+  std::unique_ptr<train::testing::SmallRun> run;
+  if (comm->rank() == 0) run = std::make_unique<train::testing::SmallRun>("mpi_inf", 128, 32, 7, 8);
+  const std::string text = distributed::broadcast_text(*comm, run ? run->text : "");
+  std::ostringstream quiet;
+  train::TrainRunOptions options;
+  options.console = &quiet;
+  // After the all-reduce, rank 1 alone sees an inf at step 2: a local verdict would let rank 0 step.
+  options.on_gradients = [&](int64_t step, const std::vector<Tensor>& gradients) {
+    if (comm->rank() != 1 || step != 2) return;
+    Tensor poisoned = gradients.front();
+    poisoned.fill_(std::numeric_limits<double>::infinity());
+  };
+  const train::TrainSummary s = train::run_training(
+      train::Config::parse(text, "test.ini", {"train.epochs=2", "precision.mode=fp16", "train.threads=1", "data.val_path="}),
+      options);
+  CHECK(s.steps == 4);  // 64 images per rank: 2 steps of 32 per epoch
+  CHECK(s.skipped_steps == 1);
+  CHECK(distributed::all_reduce_value(*comm, static_cast<double>(s.skipped_steps), ReduceOp::sum) == 2);
 }
 
 // Run by tests/distributed/run_failure_tests.sh only (skipped otherwise): rank 1 dies mid-job, the

@@ -36,8 +36,9 @@ void DataParallel::prepare(Module& model, const TrainSettings& settings, const s
   }
   broadcast_model(*comm_, model);
   reducer_ = std::make_unique<GradientReducer>(*comm_, model.parameters(), settings.distributed.bucket_bytes);
-  log.info("data-parallel: " + std::to_string(comm_->world_size()) + " ranks over " + comm_->backend() + ", " +
-           std::to_string(reducer_->buckets().size()) + " gradient buckets of up to " +
+  const size_t buckets = reducer_->buckets().size();
+  log.info("data-parallel: " + std::to_string(comm_->world_size()) + " ranks over " + comm_->backend() + ", gradients in " +
+           std::to_string(buckets) + (buckets == 1 ? " bucket" : " buckets") + " of up to " +
            std::to_string(static_cast<int64_t>(settings.distributed.bucket_bytes / (1 << 20))) + " MiB");
 }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 
 #include "engine/config.h"
 #include "engine/distributed/backends.h"
@@ -20,6 +21,65 @@ const char* reduce_op_name(ReduceOp op) {
     case ReduceOp::max: return "max";
   }
   return "?";
+}
+
+Communicator::Communicator(World world) : world_(std::move(world)) {
+  const char* debug = std::getenv("CNN_DISTRIBUTED_DEBUG");
+  checked_ = debug != nullptr && std::string(debug) != "0" && *debug != '\0';
+}
+
+Pending Communicator::all_reduce_async(const Tensor& t, ReduceOp op) {
+  verify_same_call("all_reduce", t, static_cast<int64_t>(op));
+  return start_all_reduce(t, op);
+}
+
+void Communicator::broadcast(const Tensor& t, int root) {
+  verify_same_call("broadcast", t, root);
+  run_broadcast(t, root);
+}
+
+Tensor Communicator::all_gather(const Tensor& t) {
+  verify_same_call("all_gather", t, 0);
+  return run_all_gather(t);
+}
+
+namespace {
+// What a checked collective compares across ranks: collective, argument (op or root), dtype, rank
+// (number of dimensions), then the dimensions.
+constexpr int kCallFields = 4 + Shape::kMaxDims;
+
+std::string describe_call(const int64_t* call) {
+  static const char* const names[] = {"all_reduce", "broadcast", "all_gather"};
+  std::string text = names[call[0]];
+  if (call[0] == 0) text += std::string(" (") + reduce_op_name(static_cast<ReduceOp>(call[1])) + ")";
+  if (call[0] == 1) text += " from rank " + std::to_string(call[1]);
+  text += std::string(" of ") + dtype_name(static_cast<DType>(call[2])) + " [";
+  for (int d = 0; d < call[3]; ++d) {
+    if (d) text += ",";
+    text += std::to_string(call[4 + d]);
+  }
+  return text + "]";
+}
+}  // namespace
+
+void Communicator::verify_same_call(const char* collective, const Tensor& t, int64_t argument) {
+  if (!checked_ || world_size() == 1 || !t.defined()) return;
+  const std::string name = collective;
+  Tensor call = Tensor::zeros({kCallFields}, DType::i64, Device::cpu());
+  int64_t* fields = call.data_as<int64_t>();
+  fields[0] = name == "all_reduce" ? 0 : name == "broadcast" ? 1 : 2;
+  fields[1] = argument;
+  fields[2] = static_cast<int64_t>(t.dtype());
+  fields[3] = t.dim();
+  for (int d = 0; d < t.dim(); ++d) fields[4 + d] = t.size(d);
+  const Tensor all = run_all_gather(call.to(device())).to(Device::cpu());
+  const int64_t* calls = all.data_as<int64_t>();
+  std::string differing;
+  for (int r = 1; r < world_size(); ++r)
+    if (!std::equal(calls, calls + kCallFields, calls + r * kCallFields))
+      differing += detail::concat("; rank ", r, ": ", describe_call(calls + r * kCallFields));
+  CNN_CHECK(differing.empty(), "checked collectives (CNN_DISTRIBUTED_DEBUG): the ranks called different collectives: rank 0: ",
+            describe_call(calls), differing, ". Every rank must issue the same collectives with the same shapes in the same order");
 }
 
 void Communicator::check_tensor(const char* collective, const Tensor& t, bool integers_allowed) const {
@@ -45,15 +105,15 @@ class SingleCommunicator final : public Communicator {
   explicit SingleCommunicator(Device device) : Communicator(World{}), device_(device) {}
   const char* backend() const override { return "single"; }
   Device device() const override { return device_; }
-  Pending all_reduce_async(const Tensor& t, ReduceOp) override {
+  Pending start_all_reduce(const Tensor& t, ReduceOp) override {
     check_tensor("all_reduce", t);
     return std::make_unique<Done>();  // one rank: sum, average and max are all the identity
   }
-  void broadcast(const Tensor& t, int root) override {
+  void run_broadcast(const Tensor& t, int root) override {
     check_tensor("broadcast", t);
     CNN_CHECK(root == 0, "broadcast from rank ", root, " in a world of 1 rank");
   }
-  Tensor all_gather(const Tensor& t) override {
+  Tensor run_all_gather(const Tensor& t) override {
     check_tensor("all_gather", t);
     std::vector<int64_t> dims{1};
     for (int i = 0; i < t.dim(); ++i) dims.push_back(t.size(i));

@@ -44,7 +44,7 @@ using Pending = std::unique_ptr<PendingCollective>;
 
 class Communicator {
  public:
-  explicit Communicator(World world) : world_(std::move(world)) {}
+  explicit Communicator(World world);
   virtual ~Communicator() = default;
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -60,12 +60,20 @@ class Communicator {
   // In place on every rank: t = op over the ranks' t (average = sum / world size). f32, f16, bf16,
   // f64 and i64 (i32 and u8 too where the backend carries them); same shape on every rank.
   void all_reduce(const Tensor& t, ReduceOp op) { all_reduce_async(t, op)->wait(); }
-  virtual Pending all_reduce_async(const Tensor& t, ReduceOp op) = 0;
+  Pending all_reduce_async(const Tensor& t, ReduceOp op);
   // Rank `root`'s t into every rank's t (same shape and dtype everywhere).
-  virtual void broadcast(const Tensor& t, int root) = 0;
+  void broadcast(const Tensor& t, int root);
   // [world_size, ...t.shape]: every rank's t, in rank order (same shape on every rank).
-  virtual Tensor all_gather(const Tensor& t) = 0;
+  Tensor all_gather(const Tensor& t);
   virtual void barrier() = 0;
+
+  // Checked collectives (like TORCH_DISTRIBUTED_DEBUG=DETAIL): before each collective the ranks
+  // compare what they are about to do (which collective, op or root, dtype, shape) with one small
+  // all-gather, and a mismatch is a cnn::Error on every rank that names the ranks and what each
+  // passed, instead of a hang or garbage. Costs a collective per collective: for debugging. On when
+  // the environment sets CNN_DISTRIBUTED_DEBUG=1, or by set_checked.
+  void set_checked(bool on) { checked_ = on; }
+  bool checked() const { return checked_; }
   // Ends the whole job now, from any rank, with `why` on standard error (the others exit non-zero
   // too). For a rank that cannot go on: the others would otherwise wait for it until the timeout.
   [[noreturn]] virtual void abort(const std::string& why) noexcept = 0;
@@ -77,9 +85,18 @@ class Communicator {
   // Refuses a tensor that is undefined, on another device, or of a dtype this backend cannot carry.
   void check_tensor(const char* collective, const Tensor& t, bool integers_allowed = true) const;
 
+  // The backends' collectives, called by the public ones above.
+  virtual Pending start_all_reduce(const Tensor& t, ReduceOp op) = 0;
+  virtual void run_broadcast(const Tensor& t, int root) = 0;
+  virtual Tensor run_all_gather(const Tensor& t) = 0;
+
  private:
+  // Checked collectives: the same call on every rank, or a cnn::Error.
+  void verify_same_call(const char* collective, const Tensor& t, int64_t argument);
+
   World world_;
   double timeout_seconds_ = 300;
+  bool checked_ = false;
 };
 
 using CommunicatorPtr = std::shared_ptr<Communicator>;

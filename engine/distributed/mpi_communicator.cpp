@@ -157,7 +157,7 @@ class MpiCommunicator final : public Communicator {
   const char* backend() const override { return "mpi"; }
   Device device() const override { return Device::cpu(); }
 
-  Pending all_reduce_async(const Tensor& t, ReduceOp op) override {
+  Pending start_all_reduce(const Tensor& t, ReduceOp op) override {
     check_tensor("all_reduce", t);
     const bool integer = !is_floating(t.dtype());
     CNN_CHECK(!(integer && op == ReduceOp::average), "mpi all_reduce: average of the integer tensor ", describe(t),
@@ -168,7 +168,7 @@ class MpiCommunicator final : public Communicator {
                                               timeout_seconds());
   }
 
-  void broadcast(const Tensor& t, int root) override {
+  void run_broadcast(const Tensor& t, int root) override {
     check_tensor("broadcast", t);
     CNN_CHECK(root >= 0 && root < world_size(), "broadcast from rank ", root, " in a world of ", world_size(), " ranks");
     MPI_Request request = MPI_REQUEST_NULL;
@@ -177,7 +177,7 @@ class MpiCommunicator final : public Communicator {
     wait_bounded(request, rank(), what, timeout_seconds());
   }
 
-  Tensor all_gather(const Tensor& t) override {
+  Tensor run_all_gather(const Tensor& t) override {
     check_tensor("all_gather", t);
     std::vector<int64_t> dims{world_size()};
     for (int i = 0; i < t.dim(); ++i) dims.push_back(t.size(i));

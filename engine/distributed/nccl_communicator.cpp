@@ -168,7 +168,7 @@ class NcclCommunicator final : public Communicator {
   const char* backend() const override { return "nccl"; }
   Device device() const override { return Device::cuda(device_); }
 
-  Pending all_reduce_async(const Tensor& t, ReduceOp op) override {
+  Pending start_all_reduce(const Tensor& t, ReduceOp op) override {
     check_tensor("all_reduce", t);
     const ncclDataType_t type = nccl_dtype(t.dtype());
     const ncclRedOp_t reduce = nccl_op(op);
@@ -179,7 +179,7 @@ class NcclCommunicator final : public Communicator {
     return std::make_unique<NcclPending>(device_, std::move(done));
   }
 
-  void broadcast(const Tensor& t, int root) override {
+  void run_broadcast(const Tensor& t, int root) override {
     check_tensor("broadcast", t);
     CNN_CHECK(root >= 0 && root < world_size(), "broadcast: root ", root, " is not a rank of this job (world size ",
               world_size(), ")");
@@ -191,7 +191,7 @@ class NcclCommunicator final : public Communicator {
     NcclPending(device_, std::move(done)).wait();
   }
 
-  Tensor all_gather(const Tensor& t) override {
+  Tensor run_all_gather(const Tensor& t) override {
     check_tensor("all_gather", t);
     CNN_CHECK(t.dim() < Shape::kMaxDims, "all_gather of ", cnn::describe(t), ": the result would have more than ",
               Shape::kMaxDims, " dimensions");

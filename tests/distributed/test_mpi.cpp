@@ -124,6 +124,20 @@ TEST_CASE("mpi: collectives in flight together complete in order; broadcast, all
         std::vector<double>{1.0, 1.0});
 }
 
+TEST_CASE("mpi: checked collectives refuse a call that differs between ranks, on every rank") {
+  auto comm = world_comm();
+  comm->set_checked(true);
+  Tensor same = Tensor::ones({3, 4});
+  comm->all_reduce(same, ReduceOp::sum);  // the same call everywhere passes
+  CHECK(same.to_doubles()[0] == 2.0);
+  Tensor mine = Tensor::ones({comm->rank() == 0 ? 4 : 5});
+  CHECK_THROWS_WITH_AS(comm->all_reduce(mine, ReduceOp::sum),
+                       doctest::Contains("rank 0: all_reduce (sum) of f32 [4]; rank 1: all_reduce (sum) of f32 [5]"), Error);
+  CHECK_THROWS_WITH_AS(comm->broadcast(same, comm->rank()), doctest::Contains("broadcast from rank 1"), Error);
+  comm->set_checked(false);
+  comm->barrier();
+}
+
 TEST_CASE("mpi: the ranks refuse different configs") {
   auto comm = world_comm();
   CHECK_NOTHROW(train::check_same_on_every_rank(*comm, "same", "config"));

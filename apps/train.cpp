@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
     const cnn::train::Config config = cnn::train::Config::load(config_path, overrides);
     cnn::train::TrainRunOptions options;
     options.resume = resume;
-    cnn::train::run_training(config, options);
+    const cnn::train::TrainSummary summary = cnn::train::run_training(config, options);
+    if (summary.interrupted) return 130;  // as a shell reports a Ctrl-C'd program
   } catch (const cnn::Error& e) {
     std::fprintf(stderr, "cnn_train: %s\n", e.what());
     return 1;

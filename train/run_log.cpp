@@ -37,14 +37,9 @@ void RunLog::warn(const std::string& message) {
   write("warning: " + message);
 }
 
-void RunLog::progress(int64_t epoch, int64_t step, int64_t steps, const std::vector<std::pair<std::string, double>>& numbers,
-                      bool log_line) {
-  console_.progress(epoch, step, steps, numbers);
-  if (!log_line) return;
-  std::ostringstream line;
-  line << "epoch " << epoch << " step " << step << "/" << steps;
-  for (const auto& [name, value] : numbers) line << "  " << name << " " << std::setprecision(4) << value;
-  write(line.str());
+void RunLog::progress(const StepFigures& figures, bool log_line) {
+  console_.progress(figures, log_line);
+  if (log_line) write(format_line(figures));
 }
 
 void RunLog::write(const std::string& message) {

@@ -30,9 +30,9 @@ class RunLog {
   void summary(const std::string& message);
   void info(const std::string& message);
   void warn(const std::string& message);
-  // The console's progress display; with `log_line` also a line in train.log.
-  void progress(int64_t epoch, int64_t step, int64_t steps, const std::vector<std::pair<std::string, double>>& numbers,
-                bool log_line);
+  // The console's progress display; with `log_line` (a logged step) also a plain line in the
+  // console's lines mode and in train.log.
+  void progress(const StepFigures& figures, bool log_line);
 
  private:
   void write(const std::string& message);

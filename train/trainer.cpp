@@ -16,6 +16,8 @@
 #include "layers/weights.h"
 #include "train/distributed/data_parallel.h"
 #include "train/divergence.h"
+#include "train/interrupt.h"
+#include "train/log/progress_format.h"
 #include "train/learner.h"
 #include "train/log/console.h"
 #include "train/run_folder.h"
@@ -60,10 +62,26 @@ struct EpochProgress {
   int64_t micro_batches = 0;  // micro-batches trained in this run of the epoch
   int64_t images = 0;
   Tensor loss_sum;  // of the micro-batches' losses, on the training device (read back only to show it)
+  // The shown loss is the mean over the micro-batches since the last read (smoothed, and the device
+  // is waited for only then).
   double shown_loss = std::nan("");
+  double loss_sum_at_read = 0;
+  int64_t micro_batches_at_read = 0;
   Clock::time_point last_loss_read;
+  Clock::time_point last_step;     // for the moving average of step time (the ETAs)
+  double step_seconds = std::nan("");
   bool reached_max_steps = false;
+  bool interrupted = false;  // Ctrl-C / SIGTERM: stopped after a step
   double mean_loss() const { return loss_sum.item() / static_cast<double>(micro_batches); }
+  // Reads the loss sum: the mean over the micro-batches since the last read.
+  void read_loss() {
+    const double sum = loss_sum.item();
+    if (micro_batches > micro_batches_at_read)
+      shown_loss = (sum - loss_sum_at_read) / static_cast<double>(micro_batches - micro_batches_at_read);
+    loss_sum_at_read = sum;
+    micro_batches_at_read = micro_batches;
+    last_loss_read = Clock::now();
+  }
 };
 
 // The epochs of a run over the pieces run_training built.
@@ -93,6 +111,10 @@ class Trainer {
   };
   EpochStart epoch_start(int64_t epoch) const;
   EpochProgress train_epoch(int64_t epoch);
+  StepFigures step_figures(const EpochProgress& epoch) const;
+  bool stop_requested();
+  // The resolved config of the run (--set overrides included): what a resume should be given.
+  std::string config_path() const { return (folder_.dir / "config.ini").string(); }
   void after_step(EpochProgress& epoch);
   void end_epoch(const EpochProgress& epoch);
   bool validate_epoch(int64_t epoch, std::ostringstream& line, std::map<std::string, double>& numbers);
@@ -124,6 +146,8 @@ class Trainer {
   TrainSummary summary_;
   const Clock::time_point run_start_ = Clock::now();
   double wait_seconds_ = 0, compute_seconds_ = 0;  // of the loader, over all epochs
+  double validation_seconds_ = 0;
+  Validation best_validation_;
   int64_t images_ = 0;
 };
 }  // namespace
@@ -145,8 +169,8 @@ TrainSummary run_on_this_rank(const TrainSettings& settings, const TrainRunOptio
   const RunFolder folder = open_shared_run_folder(settings, options.resume, data_parallel);
   std::ostream no_output(nullptr);  // ranks other than 0 show nothing (their errors end the job, with their rank)
   std::ostream& out = !main_rank ? no_output : options.console ? *options.console : std::cout;
-  Console console(out, settings.log.level, settings.log.progress, main_rank && stdout_is_terminal() && !options.console,
-                  settings.log.every_steps);
+  const bool terminal = main_rank && stdout_is_terminal() && !options.console;
+  Console console(out, settings.log.level, settings.log.progress, terminal, use_colour(terminal));
   RunLog log(console, main_rank ? folder.dir / "train.log" : std::filesystem::path());
   if (main_rank) std::ofstream(folder.dir / "config.ini") << settings.resolved_ini;
 
@@ -174,6 +198,7 @@ TrainSummary run_training(const Config& config, const TrainRunOptions& options) 
   const TrainSettings settings = from_config(config, options.world ? *options.world : distributed::detect_world());
   configure_backend(settings.compute);
   DataParallel data_parallel(settings);
+  const InterruptHandler interrupt_handler;  // Ctrl-C: stop after the step, write last.h5, say how to resume
   try {
     return run_on_this_rank(settings, options, data_parallel);
   } catch (const std::exception& e) {
@@ -184,6 +209,45 @@ TrainSummary run_training(const Config& config, const TrainRunOptions& options) 
 }
 
 namespace {
+// Ctrl-C or SIGTERM on this rank; in a data-parallel run the ranks agree at logged steps (mpirun
+// passes the signal to every rank, not necessarily within the same step).
+bool Trainer::stop_requested() {
+  if (!data_parallel_.active()) return InterruptHandler::requested();
+  if (progress_.step % settings_.log.every_steps != 0) return false;
+  return across_ranks(InterruptHandler::requested() ? 1.0 : 0.0, distributed::ReduceOp::max) > 0;
+}
+
+// What the bar, the lines and train.log show after a step of `epoch` (progress_format.h).
+StepFigures Trainer::step_figures(const EpochProgress& epoch) const {
+  StepFigures f;
+  f.epoch = epoch.epoch + 1;
+  f.epochs = settings_.loop.epochs;
+  f.step = epoch.batches_done;
+  f.steps = epoch.batches_in_epoch;
+  f.loss = epoch.shown_loss;
+  f.lr = learner_.schedule.lr(progress_.step);
+  f.elapsed_seconds = seconds_since(epoch.start);
+  f.images_per_second = static_cast<double>(epoch.images * world_size_) / std::max(f.elapsed_seconds, 1e-9);
+  f.data_wait = data_.train_loader->stats().wait_fraction();
+  if (settings_.precision.fp16()) f.loss_scale = learner_.scaler.scale();
+  const Device& device = settings_.compute.device;
+  if (device.is_cuda()) f.peak_memory_bytes = static_cast<double>(cuda_allocator(device.index).stats().peak_in_use);
+  // ETAs from the moving average of step time; validation is not in it.
+  const int64_t accumulate = settings_.loop.accumulate;
+  int64_t epoch_steps_left = std::max<int64_t>(0, (epoch.batches_in_epoch - epoch.batches_done) / accumulate);
+  int64_t run_steps_left = epoch_steps_left + (settings_.loop.epochs - epoch.epoch - 1) * data_.steps_per_epoch;
+  if (settings_.loop.max_steps > 0) {
+    const int64_t to_max = std::max<int64_t>(0, settings_.loop.max_steps - progress_.step);
+    epoch_steps_left = std::min(epoch_steps_left, to_max);
+    run_steps_left = std::min(run_steps_left, to_max);
+  }
+  if (!std::isnan(epoch.step_seconds)) {
+    f.epoch_eta_seconds = static_cast<double>(epoch_steps_left) * epoch.step_seconds;
+    f.run_eta_seconds = static_cast<double>(run_steps_left) * epoch.step_seconds;
+  }
+  return f;
+}
+
 // Where this run of `epoch` starts: at its beginning, except for the epoch a mid-epoch checkpoint
 // left unfinished. Resumed on as many ranks as wrote the checkpoint, it continues at the batch it
 // stopped at (the same batches as the uninterrupted run); on another number of ranks, the new
@@ -201,7 +265,7 @@ TrainSummary Trainer::run() {
   for (int64_t epoch = progress_.epochs_done; epoch < settings_.loop.epochs; ++epoch) {
     const EpochProgress result = train_epoch(epoch);
     end_epoch(result);
-    if (result.reached_max_steps) break;
+    if (result.reached_max_steps || result.interrupted) break;
   }
   return finish();
 }
@@ -223,7 +287,8 @@ EpochProgress Trainer::train_epoch(int64_t epoch) {
                              .batches_in_epoch = data_.train_loader->batches_this_epoch(),
                              .skipped_samples = start.skipped_samples,
                              .loss_sum = Tensor::zeros({}, DType::f32, device),
-                             .last_loss_read = Clock::now() - std::chrono::seconds(10)};
+                             .last_loss_read = Clock::now() - std::chrono::seconds(10),
+                             .last_step = Clock::now()};
   while (auto batch = data_.train_loader->next()) {
     ++this_epoch.batches_done;
     if (batch->size() == 0) continue;
@@ -249,6 +314,10 @@ EpochProgress Trainer::train_epoch(int64_t epoch) {
       this_epoch.reached_max_steps = true;
       break;
     }
+    if (stop_requested()) {
+      this_epoch.interrupted = true;
+      break;
+    }
   }
   return this_epoch;
 }
@@ -257,31 +326,27 @@ EpochProgress Trainer::train_epoch(int64_t epoch) {
 void Trainer::after_step(EpochProgress& epoch) {
   const int64_t step = progress_.step;
   const bool log_now = step % settings_.log.every_steps == 0;
+  const double this_step = seconds_since(epoch.last_step);
+  epoch.last_step = Clock::now();
+  epoch.step_seconds = std::isnan(epoch.step_seconds) ? this_step : 0.9 * epoch.step_seconds + 0.1 * this_step;
   if (log_now || console_.draws_bar()) {
     // Reading the loss waits for the device: the progress bar redraws every step but reads a fresh
     // loss at most once a second (and at logged steps), so the GPU is not synchronised each step.
-    if (log_now || seconds_since(epoch.last_loss_read) >= 1.0) {
-      epoch.shown_loss = epoch.mean_loss();
-      epoch.last_loss_read = Clock::now();
-    }
-    const data::EpochStats loader_stats = data_.train_loader->stats();
-    // Global figures: images/s of all ranks (their shards are equal), the slowest rank's data wait
-    // and the loss averaged over ranks, agreed at logged steps only (every rank logs those).
-    double wait_fraction = loader_stats.wait_fraction();
+    if (log_now || seconds_since(epoch.last_loss_read) >= 1.0) epoch.read_loss();
+    StepFigures figures = step_figures(epoch);
+    // Global figures: the loss averaged over ranks and the slowest rank's data wait, agreed at
+    // logged steps only (every rank logs those); images/s count all ranks (their shards are equal).
     if (log_now && data_parallel_.active()) {
-      epoch.shown_loss = across_ranks(epoch.shown_loss, distributed::ReduceOp::average);
-      wait_fraction = across_ranks(wait_fraction, distributed::ReduceOp::max);
+      figures.loss = epoch.shown_loss = across_ranks(epoch.shown_loss, distributed::ReduceOp::average);
+      figures.data_wait = across_ranks(figures.data_wait, distributed::ReduceOp::max);
     }
     guard_.check_loss(epoch.shown_loss, step, epoch.epoch);
-    const double images_per_second =
-        static_cast<double>(epoch.images * world_size_) / std::max(seconds_since(epoch.start), 1e-9);
-    log_.progress(epoch.epoch + 1, epoch.batches_done, data_.batches_per_epoch,
-                  {{"loss", epoch.shown_loss}, {"img/s", images_per_second}, {"wait%", 100 * wait_fraction}}, log_now);
+    log_.progress(figures, log_now);
     if (log_now) {
-      std::map<std::string, double> numbers = {{"train_loss", epoch.shown_loss},
-                                               {"lr", learner_.schedule.lr(step)},
-                                               {"images_per_second", images_per_second},
-                                               {"data_wait", wait_fraction}};
+      std::map<std::string, double> numbers = {{"train_loss", figures.loss},
+                                               {"lr", figures.lr},
+                                               {"images_per_second", figures.images_per_second},
+                                               {"data_wait", figures.data_wait}};
       if (settings_.precision.fp16()) numbers["loss_scale"] = learner_.scaler.scale();
       const Device& device = settings_.compute.device;
       if (device.is_cuda()) numbers["gpu_memory_bytes"] = static_cast<double>(cuda_allocator(device.index).stats().in_use);
@@ -316,34 +381,55 @@ void Trainer::end_epoch(const EpochProgress& epoch) {
   guard_.check_loss(train_loss, progress_.step, epoch.epoch);  // before this epoch's checkpoint could replace the last good one
 
   const int64_t number = epoch.epoch + 1, epochs = settings_.loop.epochs;
+  // The epoch line: the step figures' fields for the whole epoch (mean loss, its time, the run's ETA).
+  StepFigures figures = step_figures(epoch);
+  figures.loss = train_loss;
+  figures.data_wait = wait_fraction;
+  figures.elapsed_seconds = epoch_seconds;
+  figures.epoch_eta_seconds = std::nan("");
   std::ostringstream line;
-  line << std::fixed << std::setprecision(4) << "epoch " << number << "/" << epochs << ": train loss " << train_loss
-       << std::setprecision(1) << ", " << static_cast<double>(epoch.images * world_size_) / std::max(epoch_seconds, 1e-9)
-       << " img/s, data wait " << 100 * wait_fraction << "%";
-  if (corrupt) line << ", " << corrupt << " corrupt images skipped";
+  line << "epoch " << number << "/" << epochs;
+  if (epoch.batches_done >= epoch.batches_in_epoch)
+    line << " done";
+  else
+    line << " stopped at " << epoch.batches_done << "/" << epoch.batches_in_epoch;
+  line << format_fields(figures);
+  if (corrupt) line << "  " << corrupt << " corrupt images skipped";
   std::map<std::string, double> numbers = {{"train_loss", train_loss}, {"epoch_seconds", epoch_seconds}};
-  const bool last = number == epochs || epoch.reached_max_steps;
-  const bool validate_now = data_.validation_loader && (number % settings_.loop.eval_every == 0 || last);
+  const bool last = number == epochs || epoch.reached_max_steps || epoch.interrupted;
+  // A run stopped by Ctrl-C does not validate: the person wants it to stop now.
+  const bool validate_now =
+      data_.validation_loader && !epoch.interrupted && (number % settings_.loop.eval_every == 0 || last);
   const bool improved = validate_now && validate_epoch(epoch.epoch, line, numbers);
   log_.summary(line.str());
   metrics_.write_epoch(progress_.step, epoch.epoch, numbers);
 
   // A max_steps stop inside the epoch leaves it unfinished: a resume continues it from `step`.
-  const bool unfinished = epoch.reached_max_steps && epoch.batches_done < epoch.batches_in_epoch;
+  const bool unfinished = (epoch.reached_max_steps || epoch.interrupted) && epoch.batches_done < epoch.batches_in_epoch;
   const int64_t epochs_done = unfinished ? epoch.epoch : number, samples_in_epoch = unfinished ? samples_used(epoch) : 0;
   const int64_t every = settings_.checkpoint.every_epochs;
   if ((every > 0 && number % every == 0) || last) save(folder_.last_checkpoint(), epochs_done, samples_in_epoch);
   if (improved && settings_.checkpoint.save_best) save(folder_.best_checkpoint(), epochs_done, samples_in_epoch);
   summary_.epochs_run = number - first_epoch_;
+  if (epoch.interrupted) {
+    summary_.interrupted = true;
+    log_.summary("interrupted after step " + std::to_string(progress_.step) + " (epoch " + std::to_string(number) + ", batch " +
+                 std::to_string(epoch.batches_done) + "/" + std::to_string(epoch.batches_in_epoch) + "); " +
+                 folder_.last_checkpoint().string() + " holds it. Resume with: cnn_train " + config_path() + " --resume " +
+                 folder_.dir.string());
+  }
 }
 
 // Validation after an epoch: its part of the epoch line and numbers, confusion.json, the best
 // metric so far and the plateau schedule's observation. Returns whether the best metric improved.
 bool Trainer::validate_epoch(int64_t epoch, std::ostringstream& line, std::map<std::string, double>& numbers) {
+  const Clock::time_point start = Clock::now();
+  const int64_t batches = data_.validation_loader->steps_per_epoch();
   const Validation result = validate(*learner_.model, *data_.validation_loader, settings_.data.classes, settings_.compute.device, epoch,
-                                     data_parallel_.comm());
-  line << std::setprecision(4) << "; val loss " << result.loss << std::setprecision(2) << ", top-1 " << result.top1
-       << "%, top-5 " << result.top5 << "%";
+                                     data_parallel_.comm(), [&](int64_t done) { console_.validation_progress(done, batches); });
+  validation_seconds_ += seconds_since(start);
+  line << std::fixed << std::setprecision(4) << "; val loss " << result.loss << std::setprecision(2) << "  top-1 " << result.top1
+       << "%  top-5 " << result.top5 << "%";
   numbers["val_loss"] = result.loss;
   numbers["val_top1"] = result.top1;
   numbers["val_top5"] = result.top5;
@@ -355,6 +441,7 @@ bool Trainer::validate_epoch(int64_t epoch, std::ostringstream& line, std::map<s
   const bool improved = std::isnan(best) || (lower_is_better ? metric < best : metric > best);
   if (improved) progress_.best_metric = metric;
   if (result.top1 > summary_.best_top1) {
+    best_validation_ = result;
     summary_.best_top1 = result.top1;
     summary_.best_epoch = epoch + 1;
   }
@@ -369,7 +456,7 @@ void Trainer::save(const std::filesystem::path& path, int64_t epochs_done, int64
     save_learner(path, learner_, progress_, epochs_done, samples_in_epoch, settings_, data_.class_names);
 }
 
-// model.safetensors, the summary and its "done:" line.
+// model.safetensors, the summary: its "done:" line and the report below it.
 TrainSummary Trainer::finish() {
   if (settings_.checkpoint.export_safetensors && data_parallel_.world().is_main()) save_weights(*learner_.model, folder_.dir / "model.safetensors");
   summary_.steps = progress_.step;
@@ -383,7 +470,26 @@ TrainSummary Trainer::finish() {
   if (summary_.best_top1 >= 0) done << "best val top-1 " << summary_.best_top1 << "% at epoch " << summary_.best_epoch << ", ";
   done << "total " << format_seconds(summary_.seconds) << ", " << std::setprecision(1) << summary_.images_per_second
        << " img/s, data wait " << 100 * summary_.data_wait_share << "%; run folder " << folder_.dir.string();
-  log_.summary(done.str());
+  RunReport report{.best_top1 = summary_.best_top1,
+                   .best_epoch = summary_.best_epoch,
+                   .best_loss = summary_.best_top1 >= 0 ? best_validation_.loss : std::nan(""),
+                   .best_top5 = summary_.best_top1 >= 0 ? best_validation_.top5 : std::nan(""),
+                   .total_seconds = summary_.seconds,
+                   .validation_seconds = validation_seconds_,
+                   .images_per_second = summary_.images_per_second,
+                   .data_wait = summary_.data_wait_share,
+                   .steps = summary_.steps,
+                   .skipped_steps = summary_.skipped_steps,
+                   .run_dir = folder_.dir.string(),
+                   .best_checkpoint = {},
+                   .last_checkpoint = {},
+                   .config_path = config_path(),
+                   .interrupted = summary_.interrupted};
+  if (std::filesystem::exists(folder_.best_checkpoint())) report.best_checkpoint = folder_.best_checkpoint().string();
+  if (std::filesystem::exists(folder_.last_checkpoint())) report.last_checkpoint = folder_.last_checkpoint().string();
+  std::string table = format_run_report(report);
+  if (!table.empty() && table.back() == '\n') table.pop_back();
+  log_.summary(done.str() + "\n" + table);
   return summary_;
 }
 }  // namespace

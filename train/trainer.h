@@ -36,6 +36,7 @@ struct TrainSummary {
   std::filesystem::path run_dir;
   int64_t epochs_run = 0, steps = 0;
   int64_t skipped_steps = 0;  // optimizer steps skipped for inf/nan gradients (divergence.h)
+  bool interrupted = false;   // stopped by Ctrl-C / SIGTERM after a step (last.h5 holds it)
   double best_top1 = -1;  // best validation top-1 in percent (-1: no validation)
   int64_t best_epoch = -1;
   double last_top1 = -1, last_val_loss = -1;

@@ -9,13 +9,13 @@
 namespace cnn::train {
 
 Validation validate(Module& model, data::Loader& loader, int64_t classes, const Device& device, int64_t epoch,
-                    distributed::Communicator& comm) {
+                    distributed::Communicator& comm, const std::function<void(int64_t)>& on_batch) {
   NoGrad no_grad;
   model.eval();
   Validation result;
   result.confusion.assign(static_cast<size_t>(classes * classes), 0);
   double loss_sum = 0;
-  int64_t seen = 0, top1 = 0, top5 = 0;
+  int64_t seen = 0, top1 = 0, top5 = 0, batches = 0;
   loader.start_epoch(epoch);
   while (auto batch = loader.next()) {
     if (batch->size() == 0) continue;
@@ -36,6 +36,7 @@ Validation validate(Module& model, data::Loader& loader, int64_t classes, const 
       ++result.confusion[static_cast<size_t>(label * classes + best)];
     }
     seen += batch->size();
+    if (on_batch) on_batch(++batches);
   }
   model.train();
   if (comm.world_size() > 1) {  // every count is below 2^53: exact in f64

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,8 +22,9 @@ struct Validation {
 // loader's epoch (the validation loader does not shuffle). In a data-parallel run each rank
 // validates its shard and the sums (loss, hits, the confusion matrix) are reduced over `comm`, so
 // that every rank returns the figures of the whole validation set.
+// `on_batch(done)` is called after each batch (for a progress display).
 Validation validate(Module& model, data::Loader& loader, int64_t classes, const Device& device, int64_t epoch,
-                    distributed::Communicator& comm);
+                    distributed::Communicator& comm, const std::function<void(int64_t)>& on_batch = {});
 
 // confusion.json: epoch, loss, top-1, top-5, class names, per-class top-1 and the matrix (rows:
 // truth, columns: predicted).

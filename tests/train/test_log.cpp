@@ -209,28 +209,35 @@ TEST_CASE("metrics.jsonl: one JSON object per line, appended, non-finite numbers
 }
 
 TEST_CASE("console: levels filter messages; a bar on a terminal, periodic lines otherwise") {
+  const auto at = [](int64_t epoch, int64_t step, int64_t steps, double loss) {
+    StepFigures f;
+    f.epoch = epoch, f.epochs = 3, f.step = step, f.steps = steps, f.loss = loss;
+    return f;
+  };
   std::ostringstream lines_out;
-  Console lines(lines_out, LogLevel::normal, ProgressMode::automatic, /*terminal=*/false, 2);
+  Console lines(lines_out, LogLevel::normal, ProgressMode::automatic, /*terminal=*/false);
   CHECK_FALSE(lines.draws_bar());
-  for (int64_t step = 1; step <= 5; ++step) lines.progress(1, step, 5, {{"loss", 0.5}});
+  for (int64_t step = 1; step <= 5; ++step) lines.progress(at(1, step, 5, 0.5), /*line_due=*/step % 2 == 0);
   lines.detail("hidden at normal level");
   lines.info("epoch 1 done");
   CHECK(lines_out.str() ==
-        "epoch 1 step 2/5  loss 0.5\nepoch 1 step 4/5  loss 0.5\nepoch 1 step 5/5  loss 0.5\nepoch 1 done\n");
+        "epoch 1/3 step 2/5  loss 0.5000\nepoch 1/3 step 4/5  loss 0.5000\nepoch 1/3 step 5/5  loss 0.5000\nepoch 1 done\n");
 
   std::ostringstream bar_out;
-  Console bar(bar_out, LogLevel::verbose, ProgressMode::automatic, /*terminal=*/true);
+  Console bar(bar_out, LogLevel::verbose, ProgressMode::automatic, /*terminal=*/true, /*colour=*/false, /*width=*/100);
   CHECK(bar.draws_bar());
-  bar.progress(2, 1, 4, {{"lr", 0.1}});
-  bar.detail("a detail");  // ends the bar's line first
-  bar.progress(2, 4, 4, {{"lr", 0.1}});
+  bar.progress(at(2, 1, 4, 0.25), false);
+  bar.progress(at(2, 2, 4, 0.25), false);  // within 0.2 s of the last draw: not redrawn
+  bar.detail("a detail");                  // ends the bar's line first
+  bar.progress(at(2, 4, 4, 0.25), false);  // the last step is always drawn
   const std::string b = bar_out.str();
-  CHECK(b.find("\r\033[2Kepoch 2 [#######.......................] 1/4  lr 0.1\na detail\n") == 0);
-  CHECK(b.find("[##############################] 4/4  lr 0.1\n") != std::string::npos);
+  CHECK(b.find("\r\033[2Kepoch 2/3 [#######.......................] 1/4  loss 0.2500\na detail\n") == 0);
+  CHECK(b.find("2/4") == std::string::npos);
+  CHECK(b.find("[##############################] 4/4  loss 0.2500\n") != std::string::npos);
 
   std::ostringstream quiet_out;
   Console quiet(quiet_out, LogLevel::quiet, ProgressMode::bar, false);
-  quiet.progress(1, 1, 1, {});
+  quiet.progress(StepFigures{.epoch = 1, .epochs = 1, .step = 1, .steps = 1}, true);
   quiet.info("not shown");
   quiet.warn("3 steps skipped (inf/nan gradients)");
   quiet.summary("top-1 0.76");

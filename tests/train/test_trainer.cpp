@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -205,6 +206,37 @@ TEST_CASE("trainer: a run stopped inside an epoch resumes there, with accumulati
   CHECK(runs.first.steps == 3);
   CHECK(runs.first.step_losses.size() == 11);  // epoch 1's 8 batches, then 3 of epoch 2
   CHECK(runs.second.step_losses.size() == 5);  // the rest of epoch 2
+}
+
+TEST_CASE("trainer: Ctrl-C stops after the step, writes last.h5, says how to resume, and the resumed run replays exactly") {
+  SmallRun run("interrupt", 256, 64, 3, 4);  // 8 batches of 32 per epoch, 2 epochs
+  TrainRunOptions opts = run.opts;
+  opts.record_step_losses = true;
+  const TrainSummary full = run_training(Config::parse(run.text, "test.ini", {"run.name=full"}), opts);
+  REQUIRE(full.steps == 16);
+  TrainRunOptions interrupted = opts;
+  interrupted.on_gradients = [](int64_t step, const std::vector<Tensor>&) {
+    if (step == 10) std::raise(SIGINT);  // as a person pressing Ctrl-C during step 11
+  };
+  std::ostringstream shown;
+  interrupted.console = &shown;
+  const TrainSummary first = run_training(Config::parse(run.text, "test.ini", {"run.name=stopped"}), interrupted);
+  CHECK(first.interrupted);
+  CHECK(first.steps == 11);  // the step under way finished
+  const TrainingState saved = load_checkpoint(first.run_dir / "last.h5");
+  CHECK(saved.step == 11);
+  CHECK(saved.epoch == 1);  // inside epoch 2, unfinished
+  const std::string text = shown.str();
+  CHECK(text.find("interrupted after step 11 (epoch 2, batch 3/8)") != std::string::npos);
+  CHECK(text.find("Resume with: cnn_train " + (first.run_dir / "config.ini").string() + " --resume " + first.run_dir.string()) !=
+        std::string::npos);
+  TrainRunOptions resume = opts;
+  resume.resume = first.run_dir.string();
+  const TrainSummary second = run_training(Config::parse(run.text, "test.ini", {"run.name=stopped"}), resume);
+  CHECK_FALSE(second.interrupted);
+  std::vector<double> stitched = first.step_losses;
+  stitched.insert(stitched.end(), second.step_losses.begin(), second.step_losses.end());
+  CHECK(stitched == full.step_losses);
 }
 
 TEST_CASE("trainer: accumulating 2 batches of 16 matches batches of 32 on a model without batch norm") {

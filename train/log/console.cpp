@@ -1,25 +1,19 @@
 // Console messages by level, and the progress bar or progress lines.
 #include "train/log/console.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <iomanip>
+#include <cstdlib>
 #include <ostream>
-#include <sstream>
 
 #include "engine/error.h"
 
 namespace cnn::train {
 
 namespace {
-constexpr int kBarWidth = 30;
-
-std::string format_numbers(const std::vector<std::pair<std::string, double>>& numbers) {
-  std::ostringstream s;
-  for (const auto& [name, value] : numbers) s << "  " << name << " " << std::setprecision(4) << value;
-  return s.str();
-}
+constexpr auto kRedrawInterval = std::chrono::milliseconds(200);
 }  // namespace
 
 LogLevel parse_log_level(const std::string& name) {
@@ -38,11 +32,29 @@ ProgressMode parse_progress_mode(const std::string& name) {
 
 bool stdout_is_terminal() { return isatty(fileno(stdout)) != 0; }
 
-Console::Console(std::ostream& out, LogLevel level, ProgressMode mode, bool terminal, int64_t every_steps)
+bool use_colour(bool terminal, const char* (*getenv)(const char*)) {
+  if (!getenv) getenv = [](const char* name) -> const char* { return std::getenv(name); };
+  const char* no_colour = getenv("NO_COLOR");
+  const char* term = getenv("TERM");
+  return terminal && !(no_colour && *no_colour) && !(term && std::string(term) == "dumb");
+}
+
+int terminal_width() {
+  winsize size{};
+  if (ioctl(fileno(stdout), TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
+  if (const char* columns = std::getenv("COLUMNS")) {
+    const int n = std::atoi(columns);
+    if (n > 0) return n;
+  }
+  return 100;
+}
+
+Console::Console(std::ostream& out, LogLevel level, ProgressMode mode, bool terminal, bool colour, int width)
     : out_(out),
       level_(level),
       bar_(mode == ProgressMode::bar || (mode == ProgressMode::automatic && terminal)),
-      every_steps_(every_steps < 1 ? 1 : every_steps) {}
+      colour_(colour),
+      width_(width > 0 ? width : terminal_width()) {}
 
 void Console::end_bar() {
   if (bar_drawn_) out_ << '\n';
@@ -56,7 +68,7 @@ void Console::summary(const std::string& message) {
 
 void Console::warn(const std::string& message) {
   end_bar();
-  out_ << "warning: " << message << '\n' << std::flush;
+  out_ << (colour_ ? "\033[33mwarning:\033[0m " : "warning: ") << message << '\n' << std::flush;
 }
 
 void Console::info(const std::string& message) {
@@ -71,20 +83,38 @@ void Console::detail(const std::string& message) {
   out_ << message << '\n' << std::flush;
 }
 
-void Console::progress(int64_t epoch, int64_t step, int64_t steps,
-                       const std::vector<std::pair<std::string, double>>& numbers) {
-  if (level_ == LogLevel::quiet || steps <= 0) return;
+bool Console::redraw_due(bool last) {
+  const auto now = std::chrono::steady_clock::now();
+  if (!last && bar_drawn_ && now - last_draw_ < kRedrawInterval) return false;
+  last_draw_ = now;
+  return true;
+}
+
+void Console::progress(const StepFigures& figures, bool line_due) {
+  if (level_ == LogLevel::quiet || figures.steps <= 0) return;
+  const bool last = figures.step >= figures.steps;
   if (bar_) {
-    const int filled = static_cast<int>(kBarWidth * step / steps);
-    out_ << "\r\033[2Kepoch " << epoch << " [" << std::string(static_cast<size_t>(filled), '#')
-         << std::string(static_cast<size_t>(kBarWidth - filled), '.') << "] " << step << "/" << steps
-         << format_numbers(numbers) << std::flush;
+    if (!redraw_due(last)) return;
+    // Carriage return, erase the line, draw: one bar that never wraps (format_bar fits the width).
+    out_ << "\r\033[2K" << format_bar(figures, width_ - 1, colour_) << std::flush;
     bar_drawn_ = true;
-    if (step == steps) end_bar();
+    if (last) end_bar();
     return;
   }
-  if (step % every_steps_ != 0 && step != steps) return;
-  out_ << "epoch " << epoch << " step " << step << "/" << steps << format_numbers(numbers) << '\n' << std::flush;
+  if (!line_due && !last) return;
+  out_ << format_line(figures) << '\n' << std::flush;
+}
+
+void Console::validation_progress(int64_t done, int64_t total) {
+  if (level_ == LogLevel::quiet || !bar_ || total <= 0) return;
+  const bool last = done >= total;
+  if (!redraw_due(last)) return;
+  out_ << "\r\033[2K" << format_validation_bar(done, total, width_ - 1) << std::flush;
+  bar_drawn_ = true;
+  if (last) {  // the epoch line replaces it
+    out_ << "\r\033[2K" << std::flush;
+    bar_drawn_ = false;
+  }
 }
 
 }  // namespace cnn::train

@@ -117,7 +117,7 @@ class Trainer {
   std::string config_path() const { return (folder_.dir / "config.ini").string(); }
   void after_step(EpochProgress& epoch);
   void end_epoch(const EpochProgress& epoch);
-  bool validate_epoch(int64_t epoch, std::ostringstream& line, std::map<std::string, double>& numbers);
+  bool validate_epoch(int64_t epoch, EpochLine& line, std::map<std::string, double>& numbers);
   void save(const std::filesystem::path& path, int64_t epochs_done, int64_t samples_in_epoch);
   // Samples of the epoch's order used by all ranks together so far.
   int64_t samples_used(const EpochProgress& epoch) const {
@@ -169,7 +169,9 @@ TrainSummary run_on_this_rank(const TrainSettings& settings, const TrainRunOptio
   const RunFolder folder = open_shared_run_folder(settings, options.resume, data_parallel);
   std::ostream no_output(nullptr);  // ranks other than 0 show nothing (their errors end the job, with their rank)
   std::ostream& out = !main_rank ? no_output : options.console ? *options.console : std::cout;
-  const bool terminal = main_rank && stdout_is_terminal() && !options.console;
+  // Under a launcher, standard output is a pseudo-terminal of the launcher's (OpenMPI makes one even
+  // when its own output goes to a file): plain lines unless [log] progress = bar asks for the bar.
+  const bool terminal = main_rank && stdout_is_terminal() && !options.console && !data_parallel.active();
   Console console(out, settings.log.level, settings.log.progress, terminal, use_colour(terminal));
   RunLog log(console, main_rank ? folder.dir / "train.log" : std::filesystem::path());
   if (main_rank) std::ofstream(folder.dir / "config.ini") << settings.resolved_ini;
@@ -382,26 +384,18 @@ void Trainer::end_epoch(const EpochProgress& epoch) {
 
   const int64_t number = epoch.epoch + 1, epochs = settings_.loop.epochs;
   // The epoch line: the step figures' fields for the whole epoch (mean loss, its time, the run's ETA).
-  StepFigures figures = step_figures(epoch);
-  figures.loss = train_loss;
-  figures.data_wait = wait_fraction;
-  figures.elapsed_seconds = epoch_seconds;
-  figures.epoch_eta_seconds = std::nan("");
-  std::ostringstream line;
-  line << "epoch " << number << "/" << epochs;
-  if (epoch.batches_done >= epoch.batches_in_epoch)
-    line << " done";
-  else
-    line << " stopped at " << epoch.batches_done << "/" << epoch.batches_in_epoch;
-  line << format_fields(figures);
-  if (corrupt) line << "  " << corrupt << " corrupt images skipped";
+  EpochLine line{.figures = step_figures(epoch), .corrupt_images = corrupt};
+  line.figures.loss = train_loss;
+  line.figures.data_wait = wait_fraction;
+  line.figures.elapsed_seconds = epoch_seconds;
+  line.figures.epoch_eta_seconds = std::nan("");
   std::map<std::string, double> numbers = {{"train_loss", train_loss}, {"epoch_seconds", epoch_seconds}};
   const bool last = number == epochs || epoch.reached_max_steps || epoch.interrupted;
   // A run stopped by Ctrl-C does not validate: the person wants it to stop now.
   const bool validate_now =
       data_.validation_loader && !epoch.interrupted && (number % settings_.loop.eval_every == 0 || last);
   const bool improved = validate_now && validate_epoch(epoch.epoch, line, numbers);
-  log_.summary(line.str());
+  log_.summary(format_epoch_line(line));
   metrics_.write_epoch(progress_.step, epoch.epoch, numbers);
 
   // A max_steps stop inside the epoch leaves it unfinished: a resume continues it from `step`.
@@ -422,14 +416,15 @@ void Trainer::end_epoch(const EpochProgress& epoch) {
 
 // Validation after an epoch: its part of the epoch line and numbers, confusion.json, the best
 // metric so far and the plateau schedule's observation. Returns whether the best metric improved.
-bool Trainer::validate_epoch(int64_t epoch, std::ostringstream& line, std::map<std::string, double>& numbers) {
+bool Trainer::validate_epoch(int64_t epoch, EpochLine& line, std::map<std::string, double>& numbers) {
   const Clock::time_point start = Clock::now();
   const int64_t batches = data_.validation_loader->steps_per_epoch();
   const Validation result = validate(*learner_.model, *data_.validation_loader, settings_.data.classes, settings_.compute.device, epoch,
                                      data_parallel_.comm(), [&](int64_t done) { console_.validation_progress(done, batches); });
   validation_seconds_ += seconds_since(start);
-  line << std::fixed << std::setprecision(4) << "; val loss " << result.loss << std::setprecision(2) << "  top-1 " << result.top1
-       << "%  top-5 " << result.top5 << "%";
+  line.val_loss = result.loss;
+  line.val_top1 = result.top1;
+  line.val_top5 = result.top5;
   numbers["val_loss"] = result.loss;
   numbers["val_top1"] = result.top1;
   numbers["val_top5"] = result.top5;

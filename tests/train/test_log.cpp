@@ -235,6 +235,16 @@ TEST_CASE("console: levels filter messages; a bar on a terminal, periodic lines 
   CHECK(b.find("2/4") == std::string::npos);
   CHECK(b.find("[##############################] 4/4  loss 0.2500\n") != std::string::npos);
 
+  std::ostringstream validating;
+  Console shown(validating, LogLevel::normal, ProgressMode::bar, false, false, 60);
+  shown.validation_progress(1, 40);
+  shown.validation_progress(40, 40);  // the last batch clears the bar for the epoch line
+  CHECK(validating.str() == "\r\033[2Kvalidate [....................] 1/40\r\033[2Kvalidate [####################] 40/40\r\033[2K");
+  std::ostringstream not_shown;
+  Console plain(not_shown, LogLevel::normal, ProgressMode::lines, false);
+  plain.validation_progress(1, 40);  // only a terminal's bar shows validation
+  CHECK(not_shown.str().empty());
+
   std::ostringstream quiet_out;
   Console quiet(quiet_out, LogLevel::quiet, ProgressMode::bar, false);
   quiet.progress(StepFigures{.epoch = 1, .epochs = 1, .step = 1, .steps = 1}, true);

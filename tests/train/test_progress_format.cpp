@@ -105,13 +105,25 @@ TEST_CASE("progress format: the end-of-run report names the best epoch, the time
         "  run folder runs/20261203_121425_fashion_mnist\n"
         "  best       runs/20261203_121425_fashion_mnist/best.h5\n"
         "  last       runs/20261203_121425_fashion_mnist/last.h5\n"
-        "  predict    cnn_infer --checkpoint runs/20261203_121425_fashion_mnist/best.h5 IMAGES...\n"
-        "  continue   cnn_train runs/20261203_121425_fashion_mnist/config.ini --resume runs/20261203_121425_fashion_mnist "
-        "--set train.epochs=MORE\n");
+        "  predict    cnn_infer --checkpoint runs/20261203_121425_fashion_mnist/best.h5 IMAGES...\n");
   r.interrupted = true;
   r.skipped_steps = 3;
   const std::string interrupted = format_run_report(r);
   CHECK(interrupted.find("  steps      1872 optimizer steps (3 skipped: inf/nan gradients)\n") != std::string::npos);
   CHECK(interrupted.find("  resume     cnn_train runs/20261203_121425_fashion_mnist/config.ini --resume "
                          "runs/20261203_121425_fashion_mnist\n") != std::string::npos);
+}
+
+TEST_CASE("progress format: the epoch line has the step fields, then validation; a cut-short epoch says where it stopped") {
+  EpochLine line{.figures = typical()};
+  line.figures.step = line.figures.steps = 234;
+  line.figures.epoch_eta_seconds = std::nan("");
+  CHECK(format_epoch_line(line) == "epoch 2/8 done  loss 0.3512  lr 0.095  1712 img/s  wait 0.2%  0:42  run eta 8:31");
+  line.val_loss = 0.30137, line.val_top1 = 88.916, line.val_top5 = 99.84;
+  line.corrupt_images = 3;
+  CHECK(format_epoch_line(line) == "epoch 2/8 done  loss 0.3512  lr 0.095  1712 img/s  wait 0.2%  0:42  run eta 8:31  "
+                                   "3 corrupt images skipped; val loss 0.3014  top-1 88.92%  top-5 99.84%");
+  EpochLine cut{.figures = typical()};
+  cut.figures.epoch_eta_seconds = cut.figures.run_eta_seconds = std::nan("");
+  CHECK(format_epoch_line(cut) == "epoch 2/8 stopped at 100/234  loss 0.3512  lr 0.095  1712 img/s  wait 0.2%  0:42");
 }

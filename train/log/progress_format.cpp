@@ -115,6 +115,17 @@ std::string format_bar(const StepFigures& f, int width, bool colour) {
   return make(0, 10, false).substr(0, static_cast<size_t>(std::max(width, 0)));
 }
 
+std::string format_epoch_line(const EpochLine& e) {
+  const StepFigures& f = e.figures;
+  std::string text = epoch_of(f);
+  text += f.step >= f.steps ? std::string(" done") : " stopped at " + of_total(f.step, f.steps);
+  text += format_fields(f);
+  if (e.corrupt_images > 0) text += "  " + std::to_string(e.corrupt_images) + " corrupt images skipped";
+  if (known(e.val_loss))
+    text += "; val loss " + fixed(e.val_loss, 4) + "  top-1 " + fixed(e.val_top1, 2) + "%  top-5 " + fixed(e.val_top5, 2) + "%";
+  return text;
+}
+
 std::string format_validation_bar(int64_t done, int64_t total, int width) {
   const std::string position = std::string(" ") + of_total(done, total);
   const int bar_width = std::clamp(width - 11 - static_cast<int>(position.size()), 0, 20);
@@ -146,9 +157,8 @@ std::string format_run_report(const RunReport& r) {
   if (!r.last_checkpoint.empty()) row("last", r.last_checkpoint);
   const std::string predict_from = r.best_checkpoint.empty() ? r.last_checkpoint : r.best_checkpoint;
   if (!predict_from.empty()) row("predict", "cnn_infer --checkpoint " + predict_from + " IMAGES...");
-  const std::string config = r.config_path.empty() ? "CONFIG.ini" : r.config_path;
-  row(r.interrupted ? "resume" : "continue", "cnn_train " + config + " --resume " + r.run_dir +
-                                                 (r.interrupted ? "" : " --set train.epochs=MORE"));
+  if (r.interrupted) row("resume", "cnn_train " + (r.config_path.empty() ? std::string("CONFIG.ini") : r.config_path) +
+                                        " --resume " + r.run_dir);
   return out.str();
 }
 

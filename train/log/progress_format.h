@@ -45,6 +45,16 @@ std::string format_line(const StepFigures& figures);
 // the terminal is narrow), with the filled part coloured when `colour`.
 std::string format_bar(const StepFigures& figures, int width, bool colour);
 
+// The epoch line: "epoch 2/8 done  <fields>; val loss 0.3014  top-1 88.92%  top-5 99.84%", where
+// the figures are the epoch's (mean loss, its time, the run's ETA), "stopped at 120/234" replaces
+// "done" for an epoch cut short, and the validation part is there when the epoch validated.
+struct EpochLine {
+  StepFigures figures;
+  int64_t corrupt_images = 0;
+  double val_loss = std::nan(""), val_top1 = std::nan(""), val_top5 = std::nan("");
+};
+std::string format_epoch_line(const EpochLine& line);
+
 // The short bar of a validation pass on a terminal: "validate [#####.....] 20/40".
 std::string format_validation_bar(int64_t done, int64_t total, int width);
 
@@ -61,7 +71,8 @@ struct RunReport {
   bool interrupted = false;
 };
 // A few aligned lines: best epoch and metrics, time (training vs validation), speed and data wait,
-// the run folder and checkpoints, and the commands to use next (cnn_infer, --resume).
+// the run folder and checkpoints, and the commands to use next (cnn_infer; --resume after an
+// interruption).
 std::string format_run_report(const RunReport& report);
 
 }  // namespace cnn::train

@@ -51,6 +51,8 @@ Tensor read_idx(const std::string& path) {
     read_exact(file, b, 4, path, "dimensions");
     dims.push_back((int64_t(b[0]) << 24) | (int64_t(b[1]) << 16) | (int64_t(b[2]) << 8) | int64_t(b[3]));
   }
+  const std::optional<int64_t> count = element_count(dims);
+  CNN_CHECK(count.has_value(), "IDX file ", path, ": its header's sizes multiply beyond 2^60 bytes; the file is corrupt");
   Tensor t = Tensor::empty(Shape(dims), DType::u8);
   read_exact(file, t.data(), t.nbytes(), path, "data");
   return t;

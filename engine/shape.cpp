@@ -4,6 +4,17 @@
 
 namespace cnn {
 
+std::optional<int64_t> element_count(const std::vector<int64_t>& dims) {
+  for (int64_t d : dims)
+    if (d < 0) return std::nullopt;
+  for (int64_t d : dims)
+    if (d == 0) return 0;
+  int64_t n = 1;
+  for (int64_t d : dims)
+    if (__builtin_mul_overflow(n, d, &n) || n > kMaxElements) return std::nullopt;
+  return n;
+}
+
 Shape::Shape(std::initializer_list<int64_t> dims) : Shape(std::vector<int64_t>(dims)) {}
 
 Shape::Shape(const std::vector<int64_t>& dims) {
@@ -13,6 +24,7 @@ Shape::Shape(const std::vector<int64_t>& dims) {
     dims_[i] = dims[i];
   }
   rank_ = static_cast<int>(dims.size());
+  CNN_CHECK(element_count(dims).has_value(), "shape ", str(), " has more elements than a tensor can hold (2^60)");
 }
 
 int64_t Shape::numel() const {

@@ -3,10 +3,20 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace cnn {
+
+// The largest element count of a tensor: 2^60, so that the byte size of any dtype (at most 8 bytes
+// an element) also fits in int64. Shapes read from files are checked against it before anything is
+// allocated: a header's sizes whose product wraps around would otherwise pass size checks.
+constexpr int64_t kMaxElements = int64_t{1} << 60;
+
+// The number of elements of `dims`; nothing when a size is negative or the product exceeds
+// kMaxElements (checked without overflowing; a zero size makes it 0 whatever the others are).
+std::optional<int64_t> element_count(const std::vector<int64_t>& dims);
 
 class Shape {
  public:

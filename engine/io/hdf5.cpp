@@ -4,6 +4,7 @@
 
 #include <hdf5.h>
 
+#include <algorithm>
 #include <bit>
 #include <utility>
 
@@ -352,6 +353,9 @@ Tensor read_tensor(hid_t dataset, const std::string& name, const std::filesystem
   std::vector<hsize_t> dims(static_cast<size_t>(rank));
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
   std::vector<int64_t> shape(dims.begin(), dims.end());
+  CNN_CHECK(std::all_of(dims.begin(), dims.end(), [](hsize_t d) { return d <= static_cast<hsize_t>(kMaxElements); }) &&
+                element_count(shape).has_value(),
+            "HDF5 file '", path.string(), "': dataset '", name, "' claims more elements than a tensor can hold (2^60); the file is corrupt");
   Tensor tensor = Tensor::empty(Shape(shape), dt);
   if (tensor.numel() > 0) {
     Handle memtype = storage_type(dt);

@@ -84,12 +84,14 @@ Entry parse_entry(const std::string& name, const nlohmann::json& info, const std
   const nlohmann::json& shape = info["shape"];
   if (!shape.is_array() || shape.size() > static_cast<size_t>(Shape::kMaxDims))
     bad("\"shape\" is not an array of at most " + std::to_string(Shape::kMaxDims) + " sizes");
-  uint64_t numel = 1;
   for (const nlohmann::json& d : shape) {
-    if (!d.is_number_unsigned()) bad("\"shape\" holds something other than a non-negative integer");
+    if (!d.is_number_unsigned() || d.get<uint64_t>() > static_cast<uint64_t>(kMaxElements))
+      bad("\"shape\" holds something other than a non-negative integer of at most 2^60");
     e.shape.push_back(d.get<int64_t>());
-    numel *= d.get<uint64_t>();
   }
+  const std::optional<int64_t> count = element_count(e.shape);
+  if (!count) bad("\"shape\" " + shape.dump() + " has more elements than a tensor can hold (2^60)");
+  const auto numel = static_cast<uint64_t>(*count);
   const nlohmann::json& offsets = info["data_offsets"];
   if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
     bad("\"data_offsets\" is not a pair of non-negative integers");

@@ -40,6 +40,13 @@ void append_cifar_record(std::vector<uint8_t>& out, std::vector<uint8_t> labels,
 }
 }  // namespace
 
+TEST_CASE("an IDX header whose sizes multiply beyond what a tensor holds is refused, not read as empty") {
+  TempDir dir;
+  // 65536^4 = 2^64: wraps to 0 elements in 64-bit arithmetic.
+  const std::string huge = dir.write("huge-idx3-ubyte", idx_bytes({65536, 65536, 65536, 65536}, {}));
+  CHECK_THROWS_WITH_AS(read_idx(huge), doctest::Contains("header's sizes multiply beyond 2^60"), Error);
+}
+
 TEST_CASE("IDX image and label files become a 1-channel dataset, raw or gzip") {
   TempDir dir;
   std::vector<uint8_t> pixels(3 * 4 * 5);

@@ -84,6 +84,9 @@ TEST_CASE("safetensors errors name the file and the problem") {
       {R"({"w":{"dtype":"F8_E4M3","shape":[4],"data_offsets":[0,16]}})", "dtype 'F8_E4M3'"},
       {R"({"w":{"dtype":"F32","shape":[5],"data_offsets":[0,16]}})", "do not span the 5 elements"},
       {R"({"w":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})", "non-negative integer"},
+      // Sizes whose product wraps around to 0 in 64 bits must not pass as an empty tensor.
+      {R"({"w":{"dtype":"F32","shape":[4294967296,1,65536,65536],"data_offsets":[0,0]}})",
+       "more elements than a tensor can hold"},
       {R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"v":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
        "overlapping or gapped"},
       {R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", "8 bytes follow the last tensor"},

@@ -23,6 +23,16 @@ TEST_CASE("tensors are created with shape, dtype and values") {
   CHECK_THROWS_AS(o.data_as<float>(), Error);
 }
 
+TEST_CASE("a shape whose element count overflows is refused; zero-size shapes stay fine") {
+  CHECK_THROWS_WITH_AS(Shape({int64_t{1} << 32, 1, 1 << 16, 1 << 16}), doctest::Contains("more elements than a tensor can hold"),
+                       Error);
+  CHECK_THROWS_AS(Tensor::empty({int64_t{1} << 31, int64_t{1} << 31}), Error);
+  CHECK(element_count({int64_t{1} << 40, 0, int64_t{1} << 40}) == 0);
+  CHECK(element_count({int64_t{1} << 30, int64_t{1} << 30}) == kMaxElements);
+  CHECK_FALSE(element_count({int64_t{1} << 30, (int64_t{1} << 30) + 1}).has_value());
+  CHECK_FALSE(element_count({3, -1}).has_value());
+}
+
 TEST_CASE("reshape and slice are views of the same memory") {
   Tensor t = Tensor::from_vector<float>({0, 1, 2, 3, 4, 5}, {2, 3});
   Tensor r = t.reshape({3, -1});

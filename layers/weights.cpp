@@ -93,6 +93,13 @@ WeightsReport import_state(Module& model, const io::NamedTensors& tensors, Weigh
       continue;
     }
     CNN_CHECK(e.tensor.defined(), "cannot load into ", e.name, ": the model's tensors are not created yet");
+    // Floats convert to floats (f16 weights into an f32 model); integers into floats or back, or into
+    // another integer width, would load wrong values without a word.
+    const DType want = e.tensor.dtype(), have = src.dtype();
+    CNN_CHECK(want == have || (is_floating(want) && is_floating(have)), "weights ", source, ": tensor '", e.name, "' holds ",
+              dtype_name(have), " values but the model's is ", dtype_name(want),
+              "; only floating-point tensors are converted to the model's dtype. The file was not written for this model "
+              "(or was converted wrongly)");
     copies.emplace_back(e.tensor, src);
   }
   for (const auto& [name, t] : tensors)

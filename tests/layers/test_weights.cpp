@@ -71,6 +71,25 @@ TEST_CASE("strict loading refuses another head, partial loading reports it and l
   std::filesystem::remove(path);
 }
 
+TEST_CASE("integer data for a float tensor (or floats for an integer buffer) is refused, naming the tensor") {
+  const auto m = make_model("cifar_resnet20", 10, 3, 6);
+  const auto path = temp_path("dtypes.safetensors");
+  save_weights(*m, path);
+  io::SafetensorsFile f = io::load_safetensors(path);
+  for (auto& [name, t] : f.tensors)
+    if (name == "conv1.weight") t = t.to(DType::i32);
+  io::save_safetensors(path, f.tensors, f.metadata);
+  auto target = make_model("cifar_resnet20", 10, 3, 7);
+  CHECK_THROWS_WITH_AS(load_weights(*target, path), doctest::Contains("tensor 'conv1.weight' holds i32 values but the model's is f32"),
+                       Error);
+  // f16 weights into the f32 model are fine.
+  for (auto& [name, t] : f.tensors)
+    if (name == "conv1.weight") t = t.to(DType::f16);
+  io::save_safetensors(path, f.tensors, f.metadata);
+  CHECK(load_weights(*target, path).complete());
+  std::filesystem::remove(path);
+}
+
 TEST_CASE("Flatten orders an NHWC feature map's features as PyTorch does: (C, H, W)") {
   Flatten flatten;
   // x[0, h, w, c] = 100 c + 10 h + w

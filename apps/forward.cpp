@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "cli_checks.h"
 #include "engine/cnn.h"
 #include "engine/io/safetensors.h"
 #include "layers/registry.h"
@@ -22,8 +23,8 @@ int main(int argc, char** argv) {
   int classes = 1000, in_channels = 3;
   bool train_mode = false;
   app.add_option("--model", model_name, "model name (see cnn_summary --list)")->required();
-  app.add_option("--classes", classes, "number of classes")->check(CLI::PositiveNumber);
-  app.add_option("--in-channels", in_channels, "input channels")->check(CLI::PositiveNumber);
+  app.add_option("--classes", classes, "number of classes")->check(cnn::apps::at_least(1));
+  app.add_option("--in-channels", in_channels, "input channels")->check(cnn::apps::at_least(1));
   app.add_option("--weights", weights, "weights (.safetensors in torchvision's layout, or .h5)")->required();
   app.add_option("--input", input, "safetensors file with a float32 tensor 'input' [N,C,H,W]")->required();
   app.add_option("--output", output, "safetensors file to write 'output' to")->required();

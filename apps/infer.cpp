@@ -16,6 +16,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "cli_checks.h"
 #include "engine/cnn.h"
 #include "train/infer.h"
 
@@ -35,7 +36,7 @@ int main(int argc, char** argv) {
   app.add_option("--weights", weights_path, "weights file (.safetensors in torchvision's layout, or .h5); needs --model");
   app.add_option("--model", weights.model, "model name for a weights file (see cnn_summary --list)");
   app.add_option("--classes", weights.num_classes, "number of classes of a weights file (default: lines of --class-names)")
-      ->check(CLI::PositiveNumber);
+      ->check(cnn::apps::at_least(1));
   app.add_option("--class-names", weights.class_names_file, "class names of a weights file, one per line (default: numbers)");
   app.add_option("--in-channels", weights.in_channels, "input channels of a weights file (1 or 3)")->check(CLI::IsMember({1, 3}));
   app.add_option("--image-size", weights.image_size, "input size of a weights file")->check(CLI::Range(8, 4096));
@@ -43,13 +44,13 @@ int main(int argc, char** argv) {
   app.add_option("--mean", weights.mean, "normalisation mean of a weights file, per channel on the 0..1 scale (comma-separated)")
       ->delimiter(',');
   app.add_option("--std", weights.std, "normalisation std of a weights file, per channel (comma-separated)")->delimiter(',');
-  app.add_option("--topk", options.topk, "classes shown per image")->check(CLI::PositiveNumber);
+  app.add_option("--topk", options.topk, "classes shown per image")->check(cnn::apps::at_least(1));
   app.add_option("--tta", tta, "test-time augmentation: flip, multiscale or both (comma-separated)")
       ->delimiter(',')
       ->check(CLI::IsMember({"flip", "multiscale"}));
   app.add_option("--format", format_text, "output: text, csv or json")->check(CLI::IsMember({"text", "csv", "json"}));
   app.add_option("--device", device_text, "cpu, cuda or cuda:N");
-  app.add_option("--batch", options.batch_size, "images per forward pass")->check(CLI::PositiveNumber);
+  app.add_option("--batch", options.batch_size, "images per forward pass")->check(cnn::apps::at_least(1));
   CLI11_PARSE(app, argc, argv);
   try {
     options.device = Device::parse(device_text);

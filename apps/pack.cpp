@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "cli_checks.h"
 #include "data/open_dataset.h"
 #include "data/packed_dataset.h"
 
@@ -31,10 +32,10 @@ int main(int argc, char** argv) {
   app.add_flag("--check", check_only, "only scan the dataset and list unreadable files; write nothing");
   app.add_option("--size", options.size, "side of the stored square images (shorter side resized, then centre-cropped); "
                                          "0 keeps the native size (IDX, CIFAR)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cnn::apps::at_least(0));
   app.add_flag("--encoded", options.encoded, "store the original file bytes instead of decoded pixels");
   app.add_option("--channels", options.channels, "1 (gray) or 3 (RGB)")->check(CLI::IsMember({1, 3}));
-  app.add_option("--workers", options.workers, "decoding threads")->check(CLI::PositiveNumber);
+  app.add_option("--workers", options.workers, "decoding threads")->check(cnn::apps::at_least(1));
   CLI11_PARSE(app, argc, argv);
 
   try {

@@ -13,6 +13,7 @@
 #include <regex>
 #include <string>
 
+#include "cli_checks.h"
 #include "engine/error.h"
 #include "layers/registry.h"
 #include "layers/shape_trace.h"
@@ -71,9 +72,9 @@ int main(int argc, char** argv) {
   bool list = false;
   app.add_option("model", model_name, "model name (see --list)");
   app.add_option("--input", input_text, "input size HxWxC (default: the model's usual input)");
-  app.add_option("--classes", classes, "number of classes (default: the model's usual number)")->check(CLI::PositiveNumber);
-  app.add_option("--depth", depth, "deepest level of the tree to print (0: the model only)")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--batch", batch, "batch size of the input")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--classes", classes, "number of classes (default: the model's usual number)")->check(cnn::apps::at_least(1));
+  app.add_option("--depth", depth, "deepest level of the tree to print (0: the model only)")->capture_default_str()->check(cnn::apps::at_least(0));
+  app.add_option("--batch", batch, "batch size of the input")->capture_default_str()->check(cnn::apps::at_least(1));
   app.add_flag("--list", list, "list the models and exit");
   CLI11_PARSE(app, argc, argv);
 

@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "engine/io/safetensors.h"
 #include "engine/tape.h"
@@ -37,3 +39,15 @@ TEST_CASE("cnn_forward reproduces the model's logits from safetensors weights an
   std::filesystem::remove_all(dir);
 }
 #endif
+
+TEST_CASE("cnn_forward: a bad number on the command line gets a readable message") {
+  const std::string out = (std::filesystem::temp_directory_path() / ("cnn_forward_cli_" + std::to_string(::getpid()))).string();
+  const std::string command = std::string(CNN_FORWARD_PROGRAM) + " --model cifar_resnet20 --classes 0 --weights x --input x --output x > " +
+                              out + " 2>&1";
+  CHECK(std::system(command.c_str()) != 0);
+  std::ifstream file(out);
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  std::filesystem::remove(out);
+  CHECK(text.find("--classes: must be a whole number >= 1, got 0") != std::string::npos);
+  CHECK(text.size() < 300);  // not CLI11's range up to the largest double
+}

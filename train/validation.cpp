@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/cnn.h"
+#include "engine/io/atomic_file.h"
 
 namespace cnn::train {
 
@@ -82,7 +83,7 @@ void write_confusion(const std::filesystem::path& path, const Validation& valida
                               {"classes", names},
                               {"per_class_top1", per_class},
                               {"confusion_matrix_rows_truth_columns_predicted", matrix}};
-  std::ofstream(path) << doc.dump(1) << "\n";
+  io::write_text_atomically(path, doc.dump(1) + "\n");  // never a half-written file, even on a full disk
 }
 
 }  // namespace cnn::train

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <system_error>
 
 #include "engine/error.h"
@@ -54,6 +55,15 @@ void write_atomically(const std::filesystem::path& path, const std::function<voi
   }
   const std::filesystem::path parent = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
   sync_to_disk(parent, true);
+}
+
+void write_text_atomically(const std::filesystem::path& path, const std::string& text) {
+  write_atomically(path, [&](const std::filesystem::path& tmp) {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.close();
+    if (!out) throw Error("cannot write '" + path.string() + "': " + std::strerror(errno) + "; is the disk full, is the folder writable?");
+  });
 }
 
 }  // namespace cnn::io

@@ -4,6 +4,7 @@
 #pragma once
 #include <filesystem>
 #include <functional>
+#include <string>
 
 namespace cnn::io {
 
@@ -14,5 +15,9 @@ std::filesystem::path temporary_path(const std::filesystem::path& path);
 // and renames it to `path`. If write throws, the temporary file is removed and the exception passes
 // on; `path` is untouched.
 void write_atomically(const std::filesystem::path& path, const std::function<void(const std::filesystem::path&)>& write);
+
+// `text` as the whole content of `path`, atomically; a cnn::Error naming the file (and asking
+// whether the disk is full) when it cannot be written, the previous content kept.
+void write_text_atomically(const std::filesystem::path& path, const std::string& text);
 
 }  // namespace cnn::io

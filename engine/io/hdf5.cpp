@@ -54,6 +54,12 @@ class Handle {
   Closer closer_ = nullptr;
 };
 
+// HDF5 closes the files still open from an exit handler of its own. A file whose close failed (the
+// disk was full) stays registered half-closed, and that handler then crashes on it (H5F__close_cb),
+// after the clear error was reported. Every file here is closed by its Handle on every path, so the
+// handler is not needed; it is turned off before the library starts.
+[[maybe_unused]] const bool kNoHdf5ExitHandler = (H5dont_atexit(), true);
+
 // Keeps HDF5 from printing its error stack on stderr; errors are reported as cnn::Error instead.
 class QuietErrors {
  public:

@@ -3,6 +3,7 @@
 
 #include "engine/error.h"
 #include "train/checkpoint.h"
+#include "train/run_lock.h"
 #include "train/run_log.h"
 #include "train/train_settings.h"
 
@@ -38,6 +39,7 @@ RunFolder open_run_folder(const RunSettings& settings, const std::string& resume
   }
   if (folder.dir.empty()) folder.dir = std::filesystem::path(settings.parent) / (timestamp("%Y%m%d_%H%M%S") + "_" + settings.name);
   std::filesystem::create_directories(folder.dir);
+  folder.lock = lock_run_folder(folder.dir);
   if (!resume.empty())
     folder.resume_from = std::filesystem::is_directory(resume) ? last_checkpoint_path(resume) : resolve_resume(resume, folder.dir);
   CNN_CHECK(folder.resume_from.empty() || std::filesystem::exists(folder.resume_from), "cannot resume from ", resume, ": ",

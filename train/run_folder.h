@@ -4,6 +4,7 @@
 // name that holds a last.h5; a fresh folder when there is none).
 #pragma once
 #include <filesystem>
+#include <memory>
 #include <string>
 
 namespace cnn::train {
@@ -13,12 +14,14 @@ struct RunSettings;
 struct RunFolder {
   std::filesystem::path dir;          // created
   std::filesystem::path resume_from;  // "" : start afresh; else an existing checkpoint file
+  std::shared_ptr<void> lock;         // train/run_lock.h: held while the run lives
   std::filesystem::path last_checkpoint() const;  // dir/last.h5
   std::filesystem::path best_checkpoint() const;  // dir/best.h5
 };
 
 // `resume_option` (the command line's --resume) overrides [checkpoint] resume when not empty.
-// A cnn::Error when the checkpoint to resume from does not exist.
+// A cnn::Error when the checkpoint to resume from does not exist, or when another process runs in
+// the folder (train/run_lock.h).
 RunFolder open_run_folder(const RunSettings& settings, const std::string& resume_option);
 
 }  // namespace cnn::train

@@ -18,6 +18,7 @@
 #include "engine/io/safetensors.h"
 #include "train/checkpoint.h"
 #include "train/config/config.h"
+#include "train/run_lock.h"
 #include "train/small_run.h"
 #include "train/trainer.h"
 
@@ -237,6 +238,22 @@ TEST_CASE("trainer: Ctrl-C stops after the step, writes last.h5, says how to res
   std::vector<double> stitched = first.step_losses;
   stitched.insert(stitched.end(), second.step_losses.begin(), second.step_losses.end());
   CHECK(stitched == full.step_losses);
+}
+
+TEST_CASE("trainer: a second run in a folder that a run is using is refused, and the folder is free again after") {
+  SmallRun run("locked", 64, 32, 5, 6);
+  const TrainSummary first = run_training(Config::parse(run.text, "test.ini", {"train.epochs=1"}), run.opts);
+  // A run in progress holds the folder: here the lock of a second process is played by this one.
+  std::shared_ptr<void> held = lock_run_folder(first.run_dir);
+  TrainRunOptions again = run.opts;
+  again.resume = first.run_dir.string();
+  const std::string expected = "another cnn_train is running in " + first.run_dir.string();
+  CHECK_THROWS_WITH_AS(run_training(Config::parse(run.text, "test.ini", {"train.epochs=2"}), again),
+                       doctest::Contains(expected.c_str()), Error);
+  CHECK_THROWS_AS(lock_run_folder(first.run_dir), Error);  // flock: even this process's second lock is refused
+  held.reset();  // the other process ended
+  const TrainSummary second = run_training(Config::parse(run.text, "test.ini", {"train.epochs=2"}), again);
+  CHECK(second.epochs_run == 1);
 }
 
 TEST_CASE("trainer: accumulating 2 batches of 16 matches batches of 32 on a model without batch norm") {

@@ -28,9 +28,10 @@ for i in 1 2 3 4 5 6 7 8 9 10; do
     echo "FAILED: start $i: $(grep cnn_train: "$runs/out_$i")"
     exit 1
   fi
+  grep -q "^done:" "$runs/out_$i" && break  # finished before the kill came
 done
-(train >"$runs/final" 2>&1)
-rc=$?
+rc=0
+grep -q "^done:" "$runs"/out_* || { (train >"$runs/final" 2>&1); rc=$?; }
 # A kill before the first checkpoint leaves a folder without last.h5, which resume = auto passes
 # over for a new one: exactly one folder must hold a checkpoint, the one every resume continued.
 folders=$(ls -d "$runs"/*killed/last.h5 2>/dev/null | wc -l)

@@ -157,6 +157,7 @@ TrainSettings from_config(const Config& config, const distributed::World& world)
   settings.loop = {.epochs = config.integer("train.epochs"),
                    .max_steps = config.integer("train.max_steps"),
                    .accumulate = config.integer("train.accumulate"),
+                   .accumulate_origin = config.origin("train.accumulate"),
                    .eval_every = config.integer("train.eval_every")};
   settings.checkpoint = {.every_epochs = config.integer("checkpoint.every_epochs"),
                          .every_steps = config.integer("checkpoint.every_steps"),

@@ -115,6 +115,7 @@ struct LoopSettings {
   int64_t epochs = 1;
   int64_t max_steps = 0;  // 0: no limit
   int64_t accumulate = 1;
+  std::string accumulate_origin;  // where train.accumulate was set, for messages
   int64_t eval_every = 1;
 };
 

@@ -103,9 +103,17 @@ TrainingData open_training_data(const TrainSettings& settings, const std::filesy
   data.rank = settings.distributed.world.rank;
   data.world_size = settings.distributed.world.world_size;
   data.batches_per_epoch = data.train_loader->steps_per_epoch();
-  data.steps_per_epoch = std::max<int64_t>(1, data.batches_per_epoch / settings.loop.accumulate);
   CNN_CHECK(data.batches_per_epoch > 0, "the training data (", data.train_set->size(), " samples) makes no batch of ",
             data.batch_size, "; lower data.batch_size or set data.drop_last = false");
+  // The batches left over at the end of an epoch never step: more than an epoch's would never step at all.
+  const int64_t accumulate = settings.loop.accumulate;
+  CNN_CHECK(accumulate <= data.batches_per_epoch, settings.loop.accumulate_origin, ": [train] accumulate = ", accumulate,
+            " is more than the ", data.batches_per_epoch, " batches of an epoch", data.world_size > 1 ? " on each rank" : "", " (",
+            data.train_set->size(), " training images in batches of ", data.batch_size,
+            data.world_size > 1 ? " over " + std::to_string(data.world_size) + " ranks" : "",
+            "): no optimizer step would ever be taken; set accumulate to at most ", data.batches_per_epoch,
+            ", or lower [data] batch_size");
+  data.steps_per_epoch = data.batches_per_epoch / accumulate;
   return data;
 }
 

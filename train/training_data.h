@@ -1,6 +1,6 @@
 // The data of a training run: the training set and its loader (with the transforms of [augment]),
-// the validation loader, the class names (also written to classes.txt), and with augment.on_gpu
-// the batched crop, flip and normalisation on the training device.
+// the validation loader, the class names (the trainer writes them to classes.txt), and with
+// augment.on_gpu the batched crop, flip and normalisation on the training device.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -51,6 +51,6 @@ struct TrainingData {
 // Opens the datasets and loaders; a cnn::Error (naming the config line) when the labels do not fit
 // [model] num_classes, the data makes no batch, or [train] accumulate exceeds the batches of an
 // epoch. Loader warnings go to `log`.
-TrainingData open_training_data(const TrainSettings& settings, const std::filesystem::path& run_dir, RunLog& log);
+TrainingData open_training_data(const TrainSettings& settings, RunLog& log);
 
 }  // namespace cnn::train

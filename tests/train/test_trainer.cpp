@@ -3,7 +3,7 @@
 // checkpoint of another model refused, accumulation beyond an epoch's batches refused, the inf/nan
 // policy (skipped steps in every precision, a stop after 20 in a row or on a loss that is not
 // finite), and (when the Debian package is installed) a few hundred steps on Fashion-MNIST that
-// beat chance by a wide margin.
+// beat chance by a wide margin. What a resume refuses or leaves alone: test_resume.cpp.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -79,13 +79,14 @@ TEST_CASE("trainer: a short run learns, and a run resumed after epoch 1 reproduc
   CHECK(std::filesystem::exists(full.run_dir / "confusion.json"));
 
   // resume = auto finds the newest run folder of the same name with a last.h5: here nothing is left
-  // to train, so it only validates and reports.
+  // to train, so it does nothing (test_resume.cpp).
   const TrainSummary again = run_training(Config::parse(text, "test.ini", {"run.name=interrupted", "checkpoint.resume=auto"}), opts);
   CHECK(again.run_dir == second.run_dir);
   CHECK(again.epochs_run == 0);
 
-  // A checkpoint of another class count is a clear error.
-  const Config other = Config::parse(text, "test.ini", {"model.num_classes=7"});
+  // A checkpoint of another class count is a clear error (for a run with epochs left: the resumed
+  // folder's last.h5 is the finished run's now).
+  const Config other = Config::parse(text, "test.ini", {"model.num_classes=7", "train.epochs=3"});
   TrainRunOptions wrong = opts;
   wrong.resume = (first.run_dir / "last.h5").string();
   CHECK_THROWS_WITH_AS(run_training(other, wrong), doctest::Contains("check [model] name and num_classes"), Error);

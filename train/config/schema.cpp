@@ -150,6 +150,9 @@ std::vector<KeySpec> build_schema() {
       boolean("checkpoint", "save_best", "true", "keep best.h5, the checkpoint with the best validation metric"),
       choice("checkpoint", "best_metric", "val_top1", {"val_top1", "val_loss"}, "metric that decides best.h5"),
       text("checkpoint", "resume", "", "checkpoint to resume from; 'auto': the run folder's last.h5 when present; empty: start afresh"),
+      boolean("checkpoint", "resume_anyway", "false",
+              "resume even when data.batch_size, train.seed, data.image_size, precision.mode or train.accumulate differ from the "
+              "checkpoint's (a warning per changed key; false: such a resume is refused)"),
       boolean("checkpoint", "export_safetensors", "true", "also write the final weights as model.safetensors"),
       // ---- log ----
       choice("log", "level", "normal", {"quiet", "normal", "verbose"}, "console output: quiet (errors and summary), normal, verbose"),

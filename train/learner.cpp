@@ -49,8 +49,7 @@ Learner build_learner(const TrainSettings& settings, int64_t steps_per_epoch, Ru
   return {std::move(model), std::move(optimizer), LrSchedule(schedule), LossScaler(settings.precision.loss_scaler)};
 }
 
-RunProgress restore_learner(Learner& learner, const std::filesystem::path& checkpoint, RunLog& log) {
-  const TrainingState saved = load_checkpoint(checkpoint);
+RunProgress restore_learner(Learner& learner, const TrainingState& saved, const std::filesystem::path& checkpoint, RunLog& log) {
   restore_tensors(saved.params, as_named(learner.model->named_parameters()), checkpoint.string());
   restore_tensors(saved.buffers, as_named(learner.model->named_buffers()), checkpoint.string());
   learner.optimizer->load_state(saved.optimizer);

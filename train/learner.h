@@ -18,6 +18,7 @@
 namespace cnn::train {
 
 struct TrainSettings;
+struct TrainingState;
 class RunLog;
 
 struct Learner {
@@ -41,9 +42,9 @@ struct RunProgress {
   int64_t world_size = 1;
 };
 
-// Loads a checkpoint into the learner (a cnn::Error when it belongs to another model) and says so
-// in the log; returns the progress it recorded.
-RunProgress restore_learner(Learner& learner, const std::filesystem::path& checkpoint, RunLog& log);
+// Loads a checkpoint, read from `checkpoint`, into the learner (a cnn::Error when it belongs to
+// another model) and says so in the log; returns the progress it recorded.
+RunProgress restore_learner(Learner& learner, const TrainingState& saved, const std::filesystem::path& checkpoint, RunLog& log);
 
 // Writes the learner and `progress` to `path` (with `epochs_done` as the epoch count: an epoch cut
 // short by max_steps is not done, and `samples_in_epoch` of it were used by all ranks together),

@@ -1,5 +1,8 @@
-// Finding or making the run folder, and the checkpoint to resume from (see run_folder.h).
+// Finding or making the run folder and the checkpoint to resume from, and writing config.ini and
+// classes.txt there (see run_folder.h).
 #include "train/run_folder.h"
+
+#include <fstream>
 
 #include "engine/error.h"
 #include "train/checkpoint.h"
@@ -45,6 +48,12 @@ RunFolder open_run_folder(const RunSettings& settings, const std::string& resume
   CNN_CHECK(folder.resume_from.empty() || std::filesystem::exists(folder.resume_from), "cannot resume from ", resume, ": ",
             folder.resume_from.string(), " does not exist (a run folder holds last.h5 once an epoch has finished)");
   return folder;
+}
+
+void write_run_description(const RunFolder& folder, const std::string& resolved_ini, const std::vector<std::string>& class_names) {
+  std::ofstream(folder.dir / "config.ini") << resolved_ini;
+  std::ofstream classes(folder.dir / "classes.txt");
+  for (const std::string& name : class_names) classes << name << "\n";
 }
 
 }  // namespace cnn::train

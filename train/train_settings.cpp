@@ -54,7 +54,11 @@ ComputeSettings compute_settings(const Config& config, const distributed::World&
 }
 
 RunSettings run_settings(const Config& config) {
-  RunSettings run{.name = config.text("run.name"), .parent = config.text("run.dir"), .resume = config.text("checkpoint.resume")};
+  RunSettings run{.name = config.text("run.name"),
+                  .parent = config.text("run.dir"),
+                  .resume = config.text("checkpoint.resume"),
+                  .resume_keys = resume_keys(config),
+                  .resume_anyway = config.boolean("checkpoint.resume_anyway")};
   if (run.name.empty()) run.name = config.source().empty() ? "run" : std::filesystem::path(config.source()).stem().string();
   return run;
 }
@@ -141,6 +145,15 @@ LossSettings loss_settings(const Config& config) {
 }
 }  // namespace
 
+std::vector<ResumeKey> resume_keys(const Config& config) {
+  std::vector<ResumeKey> keys;
+  for (const char* name : {"data.batch_size", "train.seed", "data.image_size"})
+    keys.push_back({name, std::to_string(config.integer(name)), config.origin(name)});
+  keys.push_back({"precision.mode", config.text("precision.mode"), config.origin("precision.mode")});
+  keys.push_back({"train.accumulate", std::to_string(config.integer("train.accumulate")), config.origin("train.accumulate")});
+  return keys;
+}
+
 TrainSettings from_config(const Config& config, const distributed::World& world) {
   refuse_contradictions(config);
   TrainSettings settings;
@@ -157,6 +170,7 @@ TrainSettings from_config(const Config& config, const distributed::World& world)
   settings.loop = {.epochs = config.integer("train.epochs"),
                    .max_steps = config.integer("train.max_steps"),
                    .accumulate = config.integer("train.accumulate"),
+                   .accumulate_origin = config.origin("train.accumulate"),
                    .eval_every = config.integer("train.eval_every")};
   settings.checkpoint = {.every_epochs = config.integer("checkpoint.every_epochs"),
                          .every_steps = config.integer("checkpoint.every_steps"),

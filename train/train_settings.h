@@ -34,11 +34,19 @@ struct ComputeSettings {
   uint64_t seed = 0;
 };
 
-// [run] and [checkpoint] resume: where the run folder is.
+// A key that a resumed run must share with its checkpoint (the batches, the random draws or the
+// dtypes follow from it): "section.key", its value, and where it was set.
+struct ResumeKey {
+  std::string name, value, origin;
+};
+
+// [run], [checkpoint] resume and resume_anyway: where the run folder is, and what a resume checks.
 struct RunSettings {
   std::string name;    // [run] name, or the config file's stem, or "run"
   std::string parent;  // [run] dir
   std::string resume;  // [checkpoint] resume: "", "auto", a run folder or a checkpoint file
+  std::vector<ResumeKey> resume_keys;  // of this config (resume_keys below)
+  bool resume_anyway = false;          // resume even when a resume key differs from the checkpoint's (a warning each)
 };
 
 // [data] (and the [model] keys that describe the data: channels and classes).
@@ -115,6 +123,7 @@ struct LoopSettings {
   int64_t epochs = 1;
   int64_t max_steps = 0;  // 0: no limit
   int64_t accumulate = 1;
+  std::string accumulate_origin;  // where train.accumulate was set, for messages
   int64_t eval_every = 1;
 };
 
@@ -152,6 +161,10 @@ struct TrainSettings {
   DistributedSettings distributed;
   std::string resolved_ini;  // Config::to_ini(): written to config.ini and into every checkpoint
 };
+
+// data.batch_size, train.seed, data.image_size, precision.mode and train.accumulate of `config`,
+// the integers as numbers (so that "032" and "32" are the same).
+std::vector<ResumeKey> resume_keys(const Config& config);
 
 // Reads every key the trainer uses; a cnn::Error (with the key's file:line) for combinations that
 // cannot mean what they say. In a job of several ranks (`world`), device = cuda means

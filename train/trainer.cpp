@@ -1,25 +1,28 @@
-// The training loop (see trainer.h). run_training reads top-down: the settings, the run folder, the
-// data, the learner (restored when resuming), then the epochs; the Trainer below runs them: each
-// epoch's micro-batches and optimizer steps (train_step.cpp), logging after a step, the end of an
-// epoch (validation, checkpoints, the epoch line) and the final summary.
+// The training loop (see trainer.h). run_training reads top-down: the settings, the run folder, a
+// resumed checkpoint's checks (resume.h), the data, the learner (restored when resuming), then the
+// epochs; the Trainer below runs them: each epoch's micro-batches and optimizer steps
+// (train_step.cpp), logging after a step, the end of an epoch (validation, checkpoints, the epoch
+// line) and the final summary.
 #include "train/trainer.h"
 
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "engine/cnn.h"
 #include "layers/weights.h"
+#include "train/checkpoint.h"
 #include "train/distributed/data_parallel.h"
 #include "train/divergence.h"
 #include "train/interrupt.h"
 #include "train/log/progress_format.h"
 #include "train/learner.h"
 #include "train/log/console.h"
+#include "train/resume.h"
 #include "train/run_folder.h"
 #include "train/run_log.h"
 #include "train/train_settings.h"
@@ -96,8 +99,7 @@ class Trainer {
     if (progress.step > 0 && progress.world_size != world_size_) {
       // Steps of another number of ranks: counted anew in steps of this run's global batch, so that
       // the schedule stands where the same number of samples puts it.
-      progress_.step = static_cast<int64_t>(std::llround(static_cast<double>(progress.step) * static_cast<double>(progress.world_size) /
-                                                         static_cast<double>(world_size_)));
+      progress_.step = steps_on_ranks(progress.step, progress.world_size, world_size_);
       log.info("the checkpoint was written by " + std::to_string(progress.world_size) + " ranks, this run has " +
                std::to_string(world_size_) + ": its step " + std::to_string(progress.step) + " counts as step " +
                std::to_string(progress_.step) + " here (the same number of samples)");
@@ -173,13 +175,29 @@ TrainSummary run_on_this_rank(const TrainSettings& settings, const TrainRunOptio
   // when its own output goes to a file): plain lines unless [log] progress = bar asks for the bar.
   const bool terminal = main_rank && stdout_is_terminal() && !options.console && !data_parallel.active();
   Console console(out, settings.log.level, settings.log.progress, terminal, use_colour(terminal));
-  RunLog log(console, main_rank ? folder.dir / "train.log" : std::filesystem::path());
-  if (main_rank) std::ofstream(folder.dir / "config.ini") << settings.resolved_ini;
 
-  TrainingData data = open_training_data(settings, folder.dir, log);
+  // A resume reads its checkpoint first (every rank: the file is on a shared file system): a
+  // finished run is left exactly as it is, train.log included.
+  std::optional<TrainingState> saved;
+  if (!folder.resume_from.empty()) {
+    saved = load_checkpoint(folder.resume_from);
+    if (const std::string finished = finished_run(*saved, settings); !finished.empty()) {
+      console.summary(finished + "; nothing in " + folder.dir.string() + " was changed");
+      TrainSummary nothing;
+      nothing.run_dir = folder.dir;
+      nothing.steps = saved->step;
+      return nothing;
+    }
+  }
+  RunLog log(console, main_rank ? folder.dir / "train.log" : std::filesystem::path());
+  // Everything that can refuse the resume comes before config.ini and classes.txt are written.
+  if (saved) check_resume_keys(*saved, folder.resume_from, settings, log);
+  TrainingData data = open_training_data(settings, log);
   Learner learner = build_learner(settings, data.steps_per_epoch, log);
   RunProgress progress;
-  if (!folder.resume_from.empty()) progress = restore_learner(learner, folder.resume_from, log);
+  if (saved) progress = restore_learner(learner, *saved, folder.resume_from, log);
+  saved.reset();  // its tensors are the learner's now
+  if (main_rank) write_run_description(folder, settings.resolved_ini, data.class_names);
   data_parallel.prepare(*learner.model, settings, settings.resolved_ini, log);
   LogSettings metrics_settings = settings.log;
   if (!main_rank) metrics_settings.jsonl = metrics_settings.tensorboard = false;

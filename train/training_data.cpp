@@ -2,7 +2,6 @@
 #include "train/training_data.h"
 
 #include <algorithm>
-#include <fstream>
 
 #include "data/open_dataset.h"
 #include "data/randaugment.h"
@@ -43,15 +42,11 @@ data::Pipeline train_pipeline(const TrainSettings& settings) {
   return pipeline;
 }
 
-// The class names of the training set, cut or extended with numbers to `classes`, and classes.txt.
-std::vector<std::string> class_names_of(const data::Dataset& train_set, int64_t classes, const std::filesystem::path& run_dir) {
+// The class names of the training set, cut or extended with numbers to `classes`.
+std::vector<std::string> class_names_of(const data::Dataset& train_set, int64_t classes) {
   std::vector<std::string> names = train_set.class_names();
   names.resize(std::min<size_t>(names.size(), static_cast<size_t>(classes)));
   while (static_cast<int64_t>(names.size()) < classes) names.push_back(std::to_string(names.size()));
-  if (!run_dir.empty()) {
-    std::ofstream file(run_dir / "classes.txt");
-    for (const std::string& name : names) file << name << "\n";
-  }
   return names;
 }
 }  // namespace
@@ -76,7 +71,7 @@ Tensor TrainingData::images_on_device(const data::Batch& batch, const Device& de
   return images;
 }
 
-TrainingData open_training_data(const TrainSettings& settings, const std::filesystem::path& run_dir, RunLog& log) {
+TrainingData open_training_data(const TrainSettings& settings, RunLog& log) {
   const DataSettings& wanted = settings.data;
   TrainingData data;
   data.train_set = data::open_dataset(wanted.train_spec);
@@ -84,8 +79,7 @@ TrainingData open_training_data(const TrainSettings& settings, const std::filesy
   for (int64_t i = 0; i < data.train_set->size(); ++i) max_label = std::max(max_label, data.train_set->label(i));
   CNN_CHECK(max_label < wanted.classes, "the training data has labels up to ", max_label, " but [model] num_classes is ",
             wanted.classes, " (", wanted.classes_origin, "); set num_classes to at least ", max_label + 1);
-  // Rank 0 alone writes into the run folder.
-  data.class_names = class_names_of(*data.train_set, wanted.classes, settings.distributed.world.is_main() ? run_dir : "");
+  data.class_names = class_names_of(*data.train_set, wanted.classes);
   data::LoaderOptions train_options = wanted.loader;
   train_options.log = [&log](const std::string& message) { log.warn(message); };
   data.train_loader = std::make_unique<data::Loader>(data.train_set, train_pipeline(settings), train_options);
@@ -103,9 +97,17 @@ TrainingData open_training_data(const TrainSettings& settings, const std::filesy
   data.rank = settings.distributed.world.rank;
   data.world_size = settings.distributed.world.world_size;
   data.batches_per_epoch = data.train_loader->steps_per_epoch();
-  data.steps_per_epoch = std::max<int64_t>(1, data.batches_per_epoch / settings.loop.accumulate);
   CNN_CHECK(data.batches_per_epoch > 0, "the training data (", data.train_set->size(), " samples) makes no batch of ",
             data.batch_size, "; lower data.batch_size or set data.drop_last = false");
+  // The batches left over at the end of an epoch never step: more than an epoch's would never step at all.
+  const int64_t accumulate = settings.loop.accumulate;
+  CNN_CHECK(accumulate <= data.batches_per_epoch, settings.loop.accumulate_origin, ": [train] accumulate = ", accumulate,
+            " is more than the ", data.batches_per_epoch, " batches of an epoch", data.world_size > 1 ? " on each rank" : "", " (",
+            data.train_set->size(), " training images in batches of ", data.batch_size,
+            data.world_size > 1 ? " over " + std::to_string(data.world_size) + " ranks" : "",
+            "): no optimizer step would ever be taken; set accumulate to at most ", data.batches_per_epoch,
+            ", or lower [data] batch_size");
+  data.steps_per_epoch = data.batches_per_epoch / accumulate;
   return data;
 }
 

@@ -1,6 +1,6 @@
 // The data of a training run: the training set and its loader (with the transforms of [augment]),
-// the validation loader, the class names (also written to classes.txt), and with augment.on_gpu
-// the batched crop, flip and normalisation on the training device.
+// the validation loader, the class names (the trainer writes them to classes.txt), and with
+// augment.on_gpu the batched crop, flip and normalisation on the training device.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -41,7 +41,7 @@ struct TrainingData {
   int64_t batch_size = 0;  // per rank
   int64_t rank = 0, world_size = 1;
   int64_t batches_per_epoch = 0;  // per rank
-  int64_t steps_per_epoch = 0;  // optimizer steps: batches_per_epoch / accumulate (at least 1)
+  int64_t steps_per_epoch = 0;  // optimizer steps: batches_per_epoch / accumulate (at least 1: a larger accumulate is refused)
 
   // Batch `index` (1-based) of `epoch` on `device`, ready for the model (cropped, flipped and
   // normalised there with augment.on_gpu).
@@ -49,7 +49,8 @@ struct TrainingData {
 };
 
 // Opens the datasets and loaders; a cnn::Error (naming the config line) when the labels do not fit
-// [model] num_classes or the data makes no batch. Loader warnings go to `log`.
-TrainingData open_training_data(const TrainSettings& settings, const std::filesystem::path& run_dir, RunLog& log);
+// [model] num_classes, the data makes no batch, or [train] accumulate exceeds the batches of an
+// epoch. Loader warnings go to `log`.
+TrainingData open_training_data(const TrainSettings& settings, RunLog& log);
 
 }  // namespace cnn::train

@@ -68,13 +68,4 @@ int max_abs_diff(const Image& a, const Image& b) {
   return worst;
 }
 
-std::string error_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 }  // namespace cnn::data::test

@@ -3,11 +3,11 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <string>
 #include <vector>
 
 #include "data/image.h"
+#include "error_message.h"
 
 namespace cnn::data::test {
 
@@ -36,7 +36,6 @@ Image constant_image(int h, int w, int c, uint8_t value);
 // Largest absolute difference between two images of the same size.
 int max_abs_diff(const Image& a, const Image& b);
 
-// The message of the cnn::Error that f throws, or "(no error)".
-std::string error_message(const std::function<void()>& f);
+using cnn::testing::error_message;  // the message of the cnn::Error that f throws, or "(no error)"
 
 }  // namespace cnn::data::test

@@ -283,7 +283,7 @@ TEST_CASE("mpi: accumulation of 2 micro-batches under DDP equals DDP with the do
   }
 }
 
-TEST_CASE("mpi: cnn_train on 2 ranks learns, writes one run folder, and resumes on 1 rank in the middle of its epoch") {
+TEST_CASE("mpi: cnn_train on 2 ranks learns, writes one run folder, resumes on 1 rank in the middle of its epoch, and once finished does nothing") {
   auto comm = world_comm();
   // Rank 0 makes the data; both ranks read it (one machine: a shared file system).
   std::unique_ptr<train::testing::SmallRun> run;
@@ -314,6 +314,16 @@ TEST_CASE("mpi: cnn_train on 2 ranks learns, writes one run folder, and resumes 
     CHECK(second.epochs_run == 2);
     CHECK(second.best_top1 > 50);
   }
+  comm->barrier();
+  // Resumed on 2 ranks once more, the finished run does nothing on either rank, and neither waits
+  // for the other.
+  train::TrainRunOptions again = options;
+  again.resume = first.run_dir.string();
+  const train::TrainSummary nothing = train::run_training(
+      train::Config::parse(text, "test.ini", {"train.epochs=3", "data.drop_last=true", "train.threads=1"}), again);
+  CHECK(nothing.epochs_run == 0);
+  CHECK(nothing.steps == 30);
+  if (comm->rank() == 0) CHECK(quiet.str().find("the run already finished: epoch 3/3") != std::string::npos);
   comm->barrier();
 }
 

@@ -94,7 +94,34 @@ TEST_CASE("config: unknown sections and keys are refused with file:line and the 
   CHECK(refusal("[optim]\nlr 0.1\n") == doctest::Contains("exp.ini:2: 'lr 0.1' is neither a [section] header"));
   CHECK(refusal("[optim\nlr = 0.1\n") == doctest::Contains("exp.ini:1: section header '[optim' lacks its closing ']'"));
   CHECK(refusal("[optim]\nlr = 0.1\n\nlr = 0.2\n") == doctest::Contains("exp.ini:4: [optim] lr is set twice (first at line 2)"));
-  CHECK(refusal("[data]\npath = " + std::string(250, 'x') + "\n") == doctest::Contains("exp.ini:2: the line is longer than 198 characters"));
+}
+
+TEST_CASE("config: spaces inside a section header's brackets are trimmed, and text after the header is refused") {
+  const Config c = Config::parse("[ model ]\nname = mlp\n[\ttrain ] ; comment\nepochs = 3\n", "exp.ini");
+  CHECK(c.text("model.name") == "mlp");
+  CHECK(c.origin("model.name") == "exp.ini:2");
+  CHECK(c.integer("train.epochs") == 3);
+  CHECK(refusal("[ modle ]\nname = mlp\n") == doctest::Contains("exp.ini:1: unknown section [modle]; did you mean [model]?"));
+  CHECK(refusal("[model] name = mlp\n") == doctest::Contains("exp.ini:1: text after the section header's ']': 'name = mlp'"));
+}
+
+TEST_CASE("config: a UTF-8 byte-order mark at the start is skipped") {
+  const Config c = Config::parse("\xEF\xBB\xBF[model]\nname = mlp\n", "exp.ini");
+  CHECK(c.text("model.name") == "mlp");
+  CHECK(Config::parse("\xEF\xBB\xBF; a comment first\n[train]\nepochs = 4\n", "exp.ini").integer("train.epochs") == 4);
+  // only at the start: elsewhere the bytes are part of the line
+  CHECK(refusal("[model]\n\xEF\xBB\xBFname = mlp\n") == doctest::Contains("exp.ini:2: unknown key"));
+}
+
+TEST_CASE("config: lines of up to 4096 characters are read and longer ones refused with file:line, comments of any length") {
+  const std::string path(4089, 'x');  // "path = " + 4089: 4096 characters
+  const Config c = Config::parse("; " + std::string(10000, '-') + "\n[data]\npath = " + path + "\n  # " +
+                                     std::string(5000, '#') + "\n",
+                                 "exp.ini");
+  CHECK(c.text("data.path") == path);
+  CHECK(c.origin("data.path") == "exp.ini:3");
+  CHECK(refusal("[data]\npath = " + path + "y\n") ==
+        doctest::Contains("exp.ini:2: the line has 4097 characters; lines may have up to 4096 (comments any number): shorten it"));
 }
 
 TEST_CASE("config: wrong types and out-of-range values are refused with key, value and range") {
@@ -155,6 +182,14 @@ TEST_CASE("config: loading a file reports its path; a missing file is an error")
   CHECK(c.source() == path.string());
   std::filesystem::remove(path);
   CHECK_THROWS_WITH_AS(Config::load(path), doctest::Contains("cannot be read"), Error);
+  // A directory is refused (reading one gives no text, which would have meant every default),
+  // naming an INI file in it when there is one.
+  CHECK_THROWS_WITH_AS(Config::load(dir), doctest::Contains("is a directory, not a config file; give an INI file"), Error);
+  std::ofstream(path) << "[train]\nepochs = 7\n";
+  CHECK_THROWS_WITH_AS(Config::load(dir), doctest::Contains(("for example " + path.string()).c_str()), Error);
+  // A byte-order mark at the start of a file (as some Windows editors write) is skipped.
+  std::ofstream(path) << "\xEF\xBB\xBF[train]\nepochs = 5\n";
+  CHECK(Config::load(path).integer("train.epochs") == 5);
 }
 
 TEST_CASE("config: every default is valid, and every key is documented") {

@@ -1,11 +1,13 @@
 // The training loop end to end: a short run on synthetic IDX data that must learn, a run interrupted
 // after one epoch and resumed that reproduces the uninterrupted run's losses bit for bit, a
-// checkpoint of another model refused, the inf/nan policy (skipped steps in every precision, a stop
-// after 20 in a row or on a loss that is not finite), and (when the Debian package is installed) a few hundred
-// steps on Fashion-MNIST that beat chance by a wide margin.
+// checkpoint of another model refused, accumulation beyond an epoch's batches refused, the inf/nan
+// policy (skipped steps in every precision, a stop after 20 in a row or on a loss that is not
+// finite), and (when the Debian package is installed) a few hundred steps on Fashion-MNIST that
+// beat chance by a wide margin. What a resume refuses or leaves alone: test_resume.cpp.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <filesystem>
@@ -78,13 +80,14 @@ TEST_CASE("trainer: a short run learns, and a run resumed after epoch 1 reproduc
   CHECK(std::filesystem::exists(full.run_dir / "confusion.json"));
 
   // resume = auto finds the newest run folder of the same name with a last.h5: here nothing is left
-  // to train, so it only validates and reports.
+  // to train, so it does nothing (test_resume.cpp).
   const TrainSummary again = run_training(Config::parse(text, "test.ini", {"run.name=interrupted", "checkpoint.resume=auto"}), opts);
   CHECK(again.run_dir == second.run_dir);
   CHECK(again.epochs_run == 0);
 
-  // A checkpoint of another class count is a clear error.
-  const Config other = Config::parse(text, "test.ini", {"model.num_classes=7"});
+  // A checkpoint of another class count is a clear error (for a run with epochs left: the resumed
+  // folder's last.h5 is the finished run's now).
+  const Config other = Config::parse(text, "test.ini", {"model.num_classes=7", "train.epochs=3"});
   TrainRunOptions wrong = opts;
   wrong.resume = (first.run_dir / "last.h5").string();
   CHECK_THROWS_WITH_AS(run_training(other, wrong), doctest::Contains("check [model] name and num_classes"), Error);
@@ -273,6 +276,19 @@ TEST_CASE("trainer: accumulating 2 batches of 16 matches batches of 32 on a mode
   for (size_t i = 0; i < big.size(); ++i) worst = std::max(worst, std::fabs(big[i] - accumulated[i]));
   MESSAGE("largest weight difference after 4 steps: " << worst);
   CHECK(worst < 1e-5);
+}
+
+TEST_CASE("trainer: accumulate beyond the batches of an epoch is refused before training, with the key's line and both numbers") {
+  SmallRun run("accumulate_beyond", 128, 32, 1, 2);  // 4 batches of 32 per epoch
+  const std::string text = run.text + "[train]\naccumulate = 5\n";
+  const int64_t line = std::count(run.text.begin(), run.text.end(), '\n') + 2;
+  const std::string refused = "test.ini:" + std::to_string(line) +
+                              ": [train] accumulate = 5 is more than the 4 batches of an epoch (128 training images in batches of "
+                              "32): no optimizer step would ever be taken; set accumulate to at most 4, or lower [data] batch_size";
+  CHECK_THROWS_WITH_AS(run_training(Config::parse(text, "test.ini"), run.opts), doctest::Contains(refused.c_str()), Error);
+  // As many as the epoch has: one step per epoch.
+  const TrainSummary s = run_training(Config::parse(run.text, "test.ini", {"train.accumulate=4"}), run.opts);
+  CHECK(s.steps == 2);
 }
 
 TEST_CASE("trainer: random erasing with augmentation on the device is refused, with the reason") {

@@ -1,6 +1,8 @@
 // Config parsing: inih's callback parser fed line by line from memory, so that every key, section
 // header and malformed line is known with its line number; all problems are collected and reported
-// together before anything else happens.
+// together before anything else happens. The reader hands inih only what it parses well: comments
+// become empty lines (so they may be any length), section headers lose the spaces inside their
+// brackets, and a UTF-8 byte-order mark at the start of the text is skipped.
 #include "train/config/config.h"
 
 #include <ini.h>
@@ -17,6 +19,10 @@
 namespace cnn::train {
 
 namespace {
+
+// The longest line that is not a comment. Debian's libinih sizes its line buffer at run time
+// (ini_max_line: the line, its '\n' and the '\0'; the reader strips '\r'); its default is 200.
+constexpr size_t kMaxLine = 4096;
 
 std::string trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t\r");
@@ -94,21 +100,28 @@ char* next_line(char* out, int size, void* stream) {
   p.pos = next;
   ++p.line;
   std::string line = trim(raw);
-  const size_t limit = static_cast<size_t>(size) - 2;  // room for '\n' and '\0'
-  if (line.size() > limit) {
-    p.problem(p.line, "the line is longer than " + std::to_string(limit) + " characters; shorten it");
+  const size_t limit = std::min(kMaxLine, static_cast<size_t>(size) - 2);  // room for '\n' and '\0'
+  if (!line.empty() && (line.front() == ';' || line.front() == '#')) {
+    line = "";  // a comment: nothing for inih to parse
+  } else if (line.size() > limit) {
+    p.problem(p.line, "the line has " + std::to_string(line.size()) + " characters; lines may have up to " +
+                          std::to_string(limit) + " (comments any number): shorten it");
     line = "";
-  }
-  if (!line.empty() && line.front() == '[') {
+  } else if (!line.empty() && line.front() == '[') {
     const size_t close = line.find(']');
     if (close == std::string::npos) {
       p.problem(p.line, "section header '" + line + "' lacks its closing ']'");
       line = "";
     } else {
+      // inih keeps the spaces of "[ model ]" in the name: it gets "[model]".
       const std::string section = trim(line.substr(1, close - 1));
       if (!known_section(section)) p.problem(p.line, unknown_key_message(section, ""));
+      const std::string after = trim(line.substr(close + 1));
+      if (!after.empty() && after.front() != ';' && after.front() != '#')
+        p.problem(p.line, "text after the section header's ']': '" + after + "'; put each key on a line of its own");
+      line = "[" + section + "]";
     }
-  } else if (!line.empty() && line.front() != ';' && line.front() != '#' && line.find('=') == std::string::npos) {
+  } else if (!line.empty() && line.find('=') == std::string::npos) {
     p.problem(p.line, "'" + line + "' is neither a [section] header nor a 'key = value' line");
     line = "";
   }
@@ -152,7 +165,22 @@ Config::Config() {
   for (const KeySpec& k : config_schema()) values_[k.name()] = {k.default_value, "default"};
 }
 
+namespace {
+// " for example DIR/x.ini" for the first INI file in `dir` (by name), "" when it has none.
+std::string ini_file_example(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> found;
+  std::error_code ignored;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ignored))
+    if (entry.path().extension() == ".ini") found.push_back(entry.path());
+  if (found.empty()) return "";
+  return ", for example " + std::min_element(found.begin(), found.end())->string();
+}
+}  // namespace
+
 Config Config::load(const std::filesystem::path& path, const std::vector<std::string>& overrides) {
+  // A directory opens as a stream that reads nothing, which would parse as every default.
+  CNN_CHECK(!std::filesystem::is_directory(path), "config file '", path.string(),
+            "' is a directory, not a config file; give an INI file", ini_file_example(path));
   std::ifstream in(path);
   CNN_CHECK(in, "config file '", path.string(), "' cannot be read; check the path (and that it is a file)");
   std::ostringstream text;
@@ -163,9 +191,14 @@ Config Config::load(const std::filesystem::path& path, const std::vector<std::st
 }
 
 Config Config::parse(const std::string& text, const std::string& source, const std::vector<std::string>& overrides) {
+  // Once per process: Debian's libinih reads its line buffer's size from this variable (a line of
+  // kMaxLine characters, its '\n' and the '\0').
+  static const bool line_buffer_sized = (ini_max_line = static_cast<int>(kMaxLine) + 2, true);
+  (void)line_buffer_sized;
   Parse p;
   p.source = source;
   p.text = &text;
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) p.pos = 3;  // a UTF-8 byte-order mark
   const int syntax_error = ini_parse_stream(next_line, &p, on_key, &p);
   if (syntax_error > 0 &&
       std::none_of(p.problems.begin(), p.problems.end(), [&](const auto& e) { return e.first == syntax_error; }))

@@ -150,6 +150,9 @@ std::vector<KeySpec> build_schema() {
       boolean("checkpoint", "save_best", "true", "keep best.h5, the checkpoint with the best validation metric"),
       choice("checkpoint", "best_metric", "val_top1", {"val_top1", "val_loss"}, "metric that decides best.h5"),
       text("checkpoint", "resume", "", "checkpoint to resume from; 'auto': the run folder's last.h5 when present; empty: start afresh"),
+      boolean("checkpoint", "resume_anyway", "false",
+              "resume even when data.batch_size, train.seed, data.image_size, precision.mode or train.accumulate differ from the "
+              "checkpoint's (a warning per changed key; false: such a resume is refused)"),
       boolean("checkpoint", "export_safetensors", "true", "also write the final weights as model.safetensors"),
       // ---- log ----
       choice("log", "level", "normal", {"quiet", "normal", "verbose"}, "console output: quiet (errors and summary), normal, verbose"),
@@ -342,7 +345,8 @@ std::string config_reference_markdown() {
   md << "# Training configuration reference\n\n"
      << "Generated from the schema in `train/config/schema.cpp` by `config_reference_markdown()`; a test\n"
      << "checks that this page matches it. Config files are INI: `[section]` headers, `key = value` lines,\n"
-     << "comments starting with `;` or `#`. Every key is optional; its default applies when absent.\n"
+     << "comments starting with `;` or `#`. Lines may have up to 4096 characters (comments any number);\n"
+     << "a UTF-8 byte-order mark at the start is skipped. Every key is optional; its default applies when absent.\n"
      << "Unknown sections and keys, malformed values and values out of range are refused before any\n"
      << "work starts, with `file:line` and the closest valid name. `--set section.key=value` overrides a\n"
      << "key from the command line. Booleans accept true/false, yes/no, on/off, 1/0; lists are\n"

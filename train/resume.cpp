@@ -1,0 +1,84 @@
+// The checks of a resumed run (see resume.h).
+#include "train/resume.h"
+
+#include <cmath>
+#include <optional>
+#include <vector>
+
+#include "engine/error.h"
+#include "train/checkpoint.h"
+#include "train/config/config.h"
+#include "train/run_log.h"
+#include "train/train_settings.h"
+
+namespace cnn::train {
+
+namespace {
+// "[data] batch_size" for "data.batch_size".
+std::string key_in_words(const std::string& name) {
+  const size_t dot = name.find('.');
+  std::string words = "[";
+  words.append(name, 0, dot).append("] ").append(name, dot + 1);
+  return words;
+}
+}  // namespace
+
+int64_t steps_on_ranks(int64_t step, int64_t from_ranks, int64_t to_ranks) {
+  if (from_ranks == to_ranks) return step;
+  return static_cast<int64_t>(
+      std::llround(static_cast<double>(step) * static_cast<double>(from_ranks) / static_cast<double>(to_ranks)));
+}
+
+std::string finished_run(const TrainingState& saved, const TrainSettings& settings) {
+  const int64_t epochs = settings.loop.epochs, max_steps = settings.loop.max_steps;
+  if (saved.epoch >= epochs)
+    return "the run already finished: epoch " + std::to_string(saved.epoch) + "/" + std::to_string(epochs) +
+           "; to train longer raise train.epochs";
+  const int64_t step = steps_on_ranks(saved.step, saved.world_size, settings.distributed.world.world_size);
+  if (max_steps > 0 && step >= max_steps)
+    return "the run already finished: step " + std::to_string(step) + "/" + std::to_string(max_steps) +
+           " (train.max_steps); to train longer raise train.max_steps or set it to 0";
+  return "";
+}
+
+void check_resume_keys(const TrainingState& saved, const std::filesystem::path& checkpoint, const TrainSettings& settings,
+                       RunLog& log) {
+  const bool anyway = settings.run.resume_anyway;
+  const std::string refused = "cannot resume from " + checkpoint.string() + ": ";
+  // The checkpoint's resolved config, as this build's schema reads it.
+  std::optional<Config> then;
+  std::string unreadable = "it holds no config";
+  if (!saved.config.empty()) {
+    try {
+      then = Config::parse(saved.config, checkpoint.string() + " (its config)");
+    } catch (const Error& e) {  // a key this build no longer knows, say
+      unreadable = std::string("its config cannot be read: ") + e.what();
+    }
+  }
+  if (!then) {
+    CNN_CHECK(anyway, refused, unreadable, "; set [checkpoint] resume_anyway = true to resume without comparing the configs");
+    log.warn("resuming from " + checkpoint.string() + " without comparing the configs: " + unreadable);
+    return;
+  }
+  std::vector<std::string> changed;
+  const std::vector<ResumeKey> before = resume_keys(*then);
+  for (size_t i = 0; i < before.size(); ++i) {
+    const ResumeKey& now = settings.run.resume_keys[i];
+    if (now.value == before[i].value) continue;
+    if (anyway)
+      log.warn("resuming with " + key_in_words(now.name) + " = " + now.value + " (" + now.origin +
+               "); the checkpoint was trained with " + before[i].value + " ([checkpoint] resume_anyway = true)");
+    else
+      changed.push_back(key_in_words(now.name) + ": " + before[i].value + " in the checkpoint, " + now.value + " now (" +
+                        now.origin + ")");
+  }
+  if (changed.empty()) return;
+  std::string message = refused + "the config changes " + std::to_string(changed.size()) +
+                        (changed.size() == 1 ? " key" : " keys") + " the checkpoint was trained with:";
+  for (const std::string& line : changed) message += "\n  " + line;
+  throw Error(message +
+              "\nwith them changed the run would not continue the same training: put them back, start a fresh run "
+              "(without --resume), or set [checkpoint] resume_anyway = true to resume with the new values");
+}
+
+}  // namespace cnn::train

@@ -1,0 +1,30 @@
+// What a resumed run checks in its checkpoint before it changes anything in the run folder: whether
+// the run already finished (then it does nothing at all), and whether the config changes a key
+// the checkpoint was trained with (the batch size, seed, image size, precision or accumulation),
+// which is refused unless [checkpoint] resume_anyway asks for a warning per key instead.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace cnn::train {
+
+struct TrainingState;
+struct TrainSettings;
+class RunLog;
+
+// A step count of a run on `from_ranks` ranks, in steps of the global batch of `to_ranks` (the same
+// number of samples).
+int64_t steps_on_ranks(int64_t step, int64_t from_ranks, int64_t to_ranks);
+
+// "" while the run of `saved` has training left under `settings`; else what to say, e.g. "the run
+// already finished: epoch 8/8; to train longer raise train.epochs".
+std::string finished_run(const TrainingState& saved, const TrainSettings& settings);
+
+// A cnn::Error naming every resume key (train_settings.h) whose value differs from the one in the
+// config of `saved` (read from `checkpoint`), with both values; with resume_anyway a warning per
+// such key in `log` instead.
+void check_resume_keys(const TrainingState& saved, const std::filesystem::path& checkpoint, const TrainSettings& settings,
+                       RunLog& log);
+
+}  // namespace cnn::train

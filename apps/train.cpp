@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
     options.resume = resume;
     const cnn::train::TrainSummary summary = cnn::train::run_training(config, options);
     if (summary.interrupted) return 130;  // as a shell reports a Ctrl-C'd program
-  } catch (const cnn::Error& e) {
+  } catch (const std::exception& e) {  // cnn::Errors, and anything a library throws (a filesystem_error, bad_alloc)
     std::fprintf(stderr, "cnn_train: %s\n", e.what());
     return 1;
   }

@@ -1,4 +1,5 @@
-// Helpers shared by the datasets: label checks, whole-file reads, default class names.
+// Helpers shared by the datasets: label checks, whole-file reads, broken links, warnings, default
+// class names.
 #include "data/dataset.h"
 
 #include <fcntl.h>
@@ -6,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace cnn::data {
@@ -22,7 +24,11 @@ void Dataset::check_labels(const std::string& where) const {
 
 std::vector<uint8_t> read_file_bytes(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw CorruptImageError(path + ": cannot open (" + std::strerror(errno) + ")");
+  if (fd < 0) {
+    const int error = errno;
+    const std::string link = broken_link_reason(path);
+    throw CorruptImageError(path + ": cannot open (" + (link.empty() ? std::strerror(error) : link) + ")");
+  }
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
@@ -41,6 +47,23 @@ std::vector<uint8_t> read_file_bytes(const std::string& path) {
   }
   bytes.resize(done);
   return bytes;
+}
+
+std::string broken_link_reason(const std::string& path) {
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0 || !S_ISLNK(info.st_mode)) return "";
+  if (::stat(path.c_str(), &info) == 0) return "";
+  if (errno == ELOOP) return "a symbolic link that loops back on itself";
+  if (errno != ENOENT) return "";
+  char target[4096];
+  const ssize_t length = ::readlink(path.c_str(), target, sizeof target);
+  return "a symbolic link to " + (length > 0 ? std::string(target, static_cast<size_t>(length)) : std::string("a path")) +
+         ", which does not exist";
+}
+
+void log_to(const LogFn& log, const std::string& message) {
+  if (log) log(message);
+  else std::fprintf(stderr, "cnn data: %s\n", message.c_str());
 }
 
 std::vector<std::string> numbered_class_names(int64_t count) {

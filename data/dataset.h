@@ -4,6 +4,7 @@
 // (packed_dataset.h). load() is called from many loader threads at once and must be thread-safe.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,16 @@ using DatasetPtr = std::shared_ptr<const Dataset>;
 // The whole file as bytes. A file that cannot be opened or read is a CorruptImageError (the loader
 // skips it): files may vanish or turn unreadable while a run is going.
 std::vector<uint8_t> read_file_bytes(const std::string& path);
+
+// Why `path` cannot be opened when it is a symbolic link that loops or whose target does not exist
+// ("a symbolic link that loops back on itself", "a symbolic link to x.jpg, which does not exist"); ""
+// otherwise.
+std::string broken_link_reason(const std::string& path);
+
+// Where the data library's warnings go (LoaderOptions::log, open_image_folder's log, ...): to `log`
+// when it is set, else to standard error, prefixed "cnn data: ".
+using LogFn = std::function<void(const std::string&)>;
+void log_to(const LogFn& log, const std::string& message);
 
 // "0", "1", ..., for datasets that carry no class names.
 std::vector<std::string> numbered_class_names(int64_t count);

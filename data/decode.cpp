@@ -1,5 +1,6 @@
 // Image decoding: TurboJPEG for JPEG (thread-local decompressor handles, DCT-domain downscaling
-// when a smaller image suffices), stb_image for the other formats, then channel conversion.
+// when a smaller image suffices), stb_image for the other formats, then channel conversion. The
+// pixel limit is checked on the size the header claims, before anything is allocated.
 #include "data/decode.h"
 
 #include <stb/stb_image.h>
@@ -40,6 +41,31 @@ tjscalingfactor choose_scale(int width, int height, int min_side) {
   return best;
 }
 
+// Refuses an image whose header claims more than options.max_pixels pixels, before decoding it.
+void check_pixel_limit(int64_t width, int64_t height, const DecodeOptions& options, const std::string& name) {
+  const uint64_t pixels = static_cast<uint64_t>(width) * static_cast<uint64_t>(height);  // PNG sides reach 2^32 - 1
+  if (options.max_pixels == 0 || pixels <= static_cast<uint64_t>(options.max_pixels)) return;
+  throw CorruptImageError(name + ": the header claims " + std::to_string(width) + " x " + std::to_string(height) +
+                          " pixels (" + std::to_string(pixels) + "), more than the limit of " +
+                          std::to_string(options.max_pixels) +
+                          " (a decompression bomb, or a huge image); if it is genuine, raise the limit "
+                          "([data] max_image_pixels in a config; 0: no limit)");
+}
+
+// A PNG's width and height from its IHDR chunk, which must come first; false when it is not there.
+// (stb_image's own header check refuses very large PNGs with a vaguer "too large".)
+bool png_size(const uint8_t* bytes, size_t size, int64_t& width, int64_t& height) {
+  static const uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  if (size < 24 || std::memcmp(bytes, kSignature, 8) != 0 || std::memcmp(bytes + 12, "IHDR", 4) != 0) return false;
+  auto be32 = [&](size_t at) {
+    return static_cast<int64_t>(bytes[at]) << 24 | static_cast<int64_t>(bytes[at + 1]) << 16 |
+           static_cast<int64_t>(bytes[at + 2]) << 8 | static_cast<int64_t>(bytes[at + 3]);
+  };
+  width = be32(16);
+  height = be32(20);
+  return true;
+}
+
 // Adobe CMYK (inverted: 255 means no ink) to RGB: R = C * K / 255, and so on.
 Image cmyk_to_rgb(const std::vector<uint8_t>& cmyk, int height, int width) {
   Image rgb(height, width, 3);
@@ -56,6 +82,7 @@ Image decode_jpeg(const uint8_t* bytes, size_t size, const DecodeOptions& option
   int width = 0, height = 0, subsampling = 0, colorspace = 0;
   if (tjDecompressHeader3(tj, bytes, static_cast<unsigned long>(size), &width, &height, &subsampling, &colorspace) != 0)
     throw CorruptImageError(name + ": not a readable JPEG (" + tjGetErrorStr2(tj) + ")");
+  check_pixel_limit(width, height, options, name);
   const tjscalingfactor scale = choose_scale(width, height, options.min_side);
   const int w = TJSCALED(width, scale), h = TJSCALED(height, scale);
   const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
@@ -80,6 +107,15 @@ Image decode_jpeg(const uint8_t* bytes, size_t size, const DecodeOptions& option
 Image decode_with_stb(const uint8_t* bytes, size_t size, const DecodeOptions& options, const std::string& name) {
   CNN_CHECK(size <= static_cast<size_t>(INT32_MAX), name, ": ", size, " bytes is too large for an image file");
   int width = 0, height = 0, channels_in_file = 0;
+  // The size the header claims, checked before stb_image allocates anything (0 x 0 when unknown:
+  // stbi_load then reports what is wrong).
+  int64_t claimed_width = 0, claimed_height = 0;
+  if (!png_size(bytes, size, claimed_width, claimed_height) &&
+      stbi_info_from_memory(bytes, static_cast<int>(size), &width, &height, &channels_in_file)) {
+    claimed_width = width;
+    claimed_height = height;
+  }
+  check_pixel_limit(claimed_width, claimed_height, options, name);
   struct StbFree {
     void operator()(stbi_uc* p) const { stbi_image_free(p); }
   };
@@ -100,6 +136,8 @@ bool looks_like_jpeg(const uint8_t* bytes, size_t size) {
 Image decode_image(const uint8_t* bytes, size_t size, const DecodeOptions& options, const std::string& name) {
   CNN_CHECK(options.channels == 1 || options.channels == 3, "decoding ", name, ": channels must be 1 or 3, not ",
             options.channels);
+  CNN_CHECK(options.max_pixels >= 0, "decoding ", name, ": max_pixels must be 0 (no limit) or positive, not ",
+            options.max_pixels);
   if (size == 0) throw CorruptImageError(name + ": empty file (zero bytes)");
   if (looks_like_jpeg(bytes, size)) return decode_jpeg(bytes, size, options, name);
   return decode_with_stb(bytes, size, options, name);

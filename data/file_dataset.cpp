@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 namespace fs = std::filesystem;
 
@@ -47,6 +48,12 @@ std::optional<int64_t> parse_index(const std::string& text) {
 }
 
 bool is_hidden(const fs::path& p) { return !p.filename().empty() && p.filename().string()[0] == '.'; }
+
+// Why a folder entry that fs::status could not follow is out of reach: a broken link, or the error.
+std::string unreachable_reason(const std::string& path, const std::error_code& error) {
+  const std::string link = broken_link_reason(path);
+  return !link.empty() ? link : error ? error.message() : "it does not exist";
+}
 
 // "path,label" with the path optionally double-quoted ("" inside quotes is a quote); without
 // quotes the last comma separates the fields, so paths may contain commas.
@@ -90,29 +97,119 @@ bool has_image_extension(const std::string& path) {
   return std::any_of(std::begin(kExtensions), std::end(kExtensions), [&](const char* e) { return ext == e; });
 }
 
-std::shared_ptr<FileDataset> open_image_folder(const std::string& root) {
+namespace {
+// Whether the folder `outer` is `inner` or holds it (both canonical).
+bool holds(const fs::path& outer, const fs::path& inner) {
+  return std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end()).first == outer.end();
+}
+
+// A walk for image files: the canonical paths of the folders it started from and of every folder
+// walked so far. A directory link into one of those, or into a folder that holds a starting folder
+// (a link up, such as class/a/up -> ..), would go round: it is not followed.
+struct ImageWalk {
+  std::vector<fs::path> starts;
+  std::set<fs::path> visited;
+  LogFn log;
+  std::vector<std::string> files;
+
+  // Why the folder `real` (canonical) is not walked; "" when it may be.
+  std::string leads_back(const fs::path& real) const {
+    if (visited.count(real)) return "it leads back to " + real.string() + ", a folder already walked";
+    for (const fs::path& start : starts)
+      if (holds(real, start))
+        return "it leads back to " + real.string() + ", which holds " + start.string();
+    return "";
+  }
+
+  // Appends the image files below `folder`, following links that do not lead back. A link that
+  // loops or leads nowhere is kept when it is named like an image (loading it raises
+  // CorruptImageError: the loader skips and counts it, with its warning) and reported otherwise.
+  // Errors never escape as filesystem_errors.
+  void walk(const fs::path& folder) {
+    std::error_code ec;
+    fs::directory_iterator it(folder, ec);
+    for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      const fs::path& path = it->path();
+      if (is_hidden(path)) continue;
+      const std::string name = path.string();
+      std::error_code status_error;
+      const fs::file_status status = fs::status(path, status_error);
+      if (status_error || !fs::exists(status)) {
+        if (has_image_extension(name)) files.push_back(name);
+        else log_to(log, "skipping " + name + ": " + unreachable_reason(name, status_error));
+      } else if (fs::is_directory(status)) {
+        std::error_code canonical_error;
+        const fs::path real = fs::canonical(path, canonical_error);
+        const std::string back = canonical_error ? canonical_error.message() : leads_back(real);
+        if (!back.empty()) {
+          log_to(log, "not following " + name + ": " + back);
+          continue;
+        }
+        visited.insert(real);
+        walk(path);
+      } else if (has_image_extension(name)) {
+        files.push_back(name);
+      }
+    }
+    if (ec) log_to(log, "cannot list the folder " + folder.string() + " (" + ec.message() + "); the images in it are left out");
+  }
+};
+
+// The canonical path of `folder`, a folder that exists.
+fs::path canonical_folder(const fs::path& folder) {
+  std::error_code ec;
+  const fs::path real = fs::canonical(folder, ec);
+  CNN_CHECK(!ec, "cannot resolve the folder ", folder.string(), ": ", ec.message());
+  return real;
+}
+
+// The sorted image files below `folder`; `starts`: the canonical folders a link must not lead
+// back to (`folder` among them).
+std::vector<std::string> walk_for_images(const fs::path& folder, std::vector<fs::path> starts, const LogFn& log) {
+  ImageWalk walk{.starts = starts, .visited = {starts.begin(), starts.end()}, .log = log, .files = {}};
+  walk.walk(folder);
+  std::sort(walk.files.begin(), walk.files.end());
+  return std::move(walk.files);
+}
+}  // namespace
+
+std::vector<std::string> find_image_files(const std::string& folder, const LogFn& log) {
+  return walk_for_images(folder, {canonical_folder(folder)}, log);
+}
+
+std::shared_ptr<FileDataset> open_image_folder(const std::string& root, const LogFn& log) {
   std::error_code ec;
   CNN_CHECK(fs::is_directory(root, ec), "ImageFolder ", root, " is not a folder; expected root/<class>/<image files>");
+  const fs::path real_root = canonical_folder(root);
   std::vector<std::string> classes;
-  for (const auto& item : fs::directory_iterator(root))
-    if (item.is_directory() && !is_hidden(item.path())) classes.push_back(item.path().filename().string());
+  fs::directory_iterator it(root, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const fs::path& path = it->path();
+    if (is_hidden(path)) continue;
+    std::error_code status_error;
+    const fs::file_status status = fs::status(path, status_error);
+    if (status_error || !fs::exists(status)) {
+      log_to(log, "skipping " + path.string() + ": " + unreachable_reason(path.string(), status_error));
+    } else if (fs::is_directory(status)) {
+      const fs::path real = fs::canonical(path, status_error);
+      if (status_error)
+        log_to(log, "skipping the folder " + path.string() + ": " + status_error.message());
+      else if (holds(real, real_root))  // the root as a class of itself, or a folder above it
+        log_to(log, "not following " + path.string() + ": it leads back to " + real.string() + ", which holds the ImageFolder");
+      else
+        classes.push_back(path.filename().string());
+    }
+  }
+  CNN_CHECK(!ec, "cannot list the ImageFolder ", root, ": ", ec.message());
   std::sort(classes.begin(), classes.end());
   CNN_CHECK(!classes.empty(), "ImageFolder ", root, " has no class subfolders; expected root/<class>/<image files>");
   std::vector<FileDataset::Entry> entries;
   for (size_t c = 0; c < classes.size(); ++c) {
     const fs::path folder = fs::path(root) / classes[c];
-    std::vector<std::string> files;
-    for (auto it = fs::recursive_directory_iterator(folder, fs::directory_options::follow_directory_symlink);
-         it != fs::recursive_directory_iterator(); ++it) {
-      if (is_hidden(it->path())) {
-        if (it->is_directory()) it.disable_recursion_pending();
-        continue;
-      }
-      if (!it->is_directory() && has_image_extension(it->path().string())) files.push_back(it->path().string());
-    }
+    // The root counts as walked: a link back to it would put the other classes' images in this one.
+    std::vector<std::string> files = walk_for_images(folder, {real_root, canonical_folder(folder)}, log);
     CNN_CHECK(!files.empty(), "ImageFolder class folder ", folder.string(),
               " holds no image files (.jpg .jpeg .png .bmp .gif .tga .ppm .pgm .pnm); remove it or add images");
-    std::sort(files.begin(), files.end());
     for (auto& f : files) entries.push_back({std::move(f), static_cast<int64_t>(c)});
   }
   return std::make_shared<FileDataset>(std::move(entries), std::move(classes), root);

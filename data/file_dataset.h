@@ -5,7 +5,7 @@
 //    file's folder; labels all class indices or all class names).
 // Start-up problems (an empty class folder, a label out of range, a listed file that does not
 // exist) are cnn::Errors naming the folder or file:line. A file that turns out unreadable later
-// raises CorruptImageError when loaded.
+// (also a symbolic link that loops or leads nowhere) raises CorruptImageError when loaded.
 #pragma once
 #include <memory>
 #include <optional>
@@ -38,7 +38,16 @@ class FileDataset : public Dataset {
   std::string name_;
 };
 
-std::shared_ptr<FileDataset> open_image_folder(const std::string& root);
+// Links are followed, except a directory link into a folder already walked (a link back up, such
+// as class/a/up -> .., or to the root): that one is reported through `log` and left out, so the walk
+// always ends. A link that loops or leads nowhere becomes a sample when it is named like an image
+// (loading it raises CorruptImageError, so the loader skips and counts it) and is reported otherwise.
+// `log`: default standard error (log_to in dataset.h).
+std::shared_ptr<FileDataset> open_image_folder(const std::string& root, const LogFn& log = {});
+
+// The image files below `folder` (recursive, sorted, hidden files and folders left out), links
+// treated as open_image_folder treats them.
+std::vector<std::string> find_image_files(const std::string& folder, const LogFn& log = {});
 
 struct ListFileOptions {
   // Whether the first line is a header; unset: it is when its label field is not a class index and

@@ -48,7 +48,10 @@ Loader::Loader(DatasetPtr dataset, Pipeline pipeline, LoaderOptions options)
   if (options_.device.is_cuda()) cuda::require_device(options_.device.index);
   pinned_ = options_.pinned.value_or(cuda::is_available());
   pool_capacity_ = static_cast<size_t>(options_.prefetch + options_.workers + 2);
+  CNN_CHECK(options_.max_image_pixels >= 0, "Loader: max_image_pixels must be 0 (no limit) or positive, not ",
+            options_.max_image_pixels);
   decode_ = pipeline_.decode_options();
+  decode_.max_pixels = options_.max_image_pixels;
   EpochPlan(dataset_->size(), 0, sampler_options());  // validates rank, world size, batch size now
   for (int w = 0; w < options_.workers; ++w) threads_.emplace_back([this, w] { work(w); });
 }
@@ -62,10 +65,7 @@ Loader::~Loader() {
   for (auto& t : threads_) t.join();
 }
 
-void Loader::log(const std::string& message) const {
-  if (options_.log) options_.log(message);
-  else std::fprintf(stderr, "cnn data: %s\n", message.c_str());
-}
+void Loader::log(const std::string& message) const { log_to(options_.log, message); }
 
 int64_t Loader::steps_per_epoch() const {
   std::lock_guard<std::mutex> lock(mutex_);

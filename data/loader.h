@@ -49,6 +49,9 @@ struct LoaderOptions : SamplerOptions {
   int prefetch = 0;  // batches assembled ahead of the consumer; 0: two per worker
   DType dtype = DType::f32;  // f32, f16, bf16 (normalised) or u8 (raw pixels, for GPU augmentation)
   bool fail_on_corrupt = false;
+  // Images whose header claims more pixels than this are corrupt (skipped and counted) before they
+  // are decoded: DecodeOptions::max_pixels. 0: no limit.
+  int64_t max_image_pixels = kDefaultMaxImagePixels;
   std::optional<bool> pinned;  // page-locked batch buffers; default: when a CUDA device is usable
   // A CUDA device here makes the workers upload each finished batch to it on the device's copy
   // stream (engine/async_copy.h): the copies of the next batches overlap the consumer's compute, and

@@ -23,7 +23,7 @@ std::pair<std::string, bool> dir_and_split(const std::string& rest, const std::s
 }
 }  // namespace
 
-DatasetPtr open_dataset(const std::string& spec) {
+DatasetPtr open_dataset(const std::string& spec, const LogFn& log) {
   const size_t colon = spec.find(':');
   const std::string kind = colon == std::string::npos ? "" : spec.substr(0, colon);
   const std::string rest = colon == std::string::npos ? spec : spec.substr(colon + 1);
@@ -41,7 +41,7 @@ DatasetPtr open_dataset(const std::string& spec) {
     return open_idx(rest.substr(0, comma), rest.substr(comma + 1));
   }
   std::error_code ec;
-  if (std::filesystem::is_directory(spec, ec)) return open_image_folder(spec);
+  if (std::filesystem::is_directory(spec, ec)) return open_image_folder(spec, log);
   const std::string ext = std::filesystem::path(spec).extension().string();
   if (ext == ".h5" || ext == ".hdf5") return std::make_shared<PackedDataset>(spec);
   if (ext == ".csv" || ext == ".txt" || ext == ".lst") return open_list_file(spec);

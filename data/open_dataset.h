@@ -12,6 +12,7 @@
 
 namespace cnn::data {
 
-DatasetPtr open_dataset(const std::string& spec);
+// `log`: warnings while opening (an ImageFolder's links that are not followed); default standard error.
+DatasetPtr open_dataset(const std::string& spec, const LogFn& log = {});
 
 }  // namespace cnn::data

@@ -174,19 +174,17 @@ std::string csv_field(const std::string& s) {
 }
 }  // namespace
 
-std::vector<std::string> collect_images(const std::vector<std::string>& inputs) {
+std::vector<std::string> collect_images(const std::vector<std::string>& inputs, const std::function<void(const std::string&)>& warn) {
   std::vector<std::string> images;
   for (const std::string& input : inputs) {
-    if (!fs::is_directory(input)) {
+    std::error_code ec;
+    if (!fs::is_directory(input, ec)) {
       images.push_back(input);  // a file as given: an unreadable one is reported when it is loaded
       continue;
     }
-    std::vector<std::string> found;
-    for (const auto& entry : fs::recursive_directory_iterator(input, fs::directory_options::follow_directory_symlink))
-      if (!entry.is_directory() && data::has_image_extension(entry.path().string())) found.push_back(entry.path().string());
+    const std::vector<std::string> found = data::find_image_files(input, warn);
     CNN_CHECK(!found.empty(), "the folder ", input, " holds no image files (.jpg .jpeg .png .bmp .gif .tga .ppm .pgm .pnm); ",
               "name image files or folders that hold some");
-    std::sort(found.begin(), found.end());
     images.insert(images.end(), found.begin(), found.end());
   }
   return images;

@@ -66,8 +66,10 @@ struct InferResult {
 inline constexpr double kMultiscaleFactors[] = {1.0, 1.15};
 
 // The image files of `inputs`: a file as given; a folder's files with an image extension
-// (data/file_dataset.h), recursively, sorted by path. A folder holding none is a cnn::Error.
-std::vector<std::string> collect_images(const std::vector<std::string>& inputs);
+// (data/file_dataset.h find_image_files: recursively, sorted by path, links that lead back up not
+// followed, with a warning through `warn`). A folder holding none is a cnn::Error.
+std::vector<std::string> collect_images(const std::vector<std::string>& inputs,
+                                        const std::function<void(const std::string&)>& warn = {});
 
 // Runs every model over every image. Errors in the setup (a missing checkpoint, a model that does
 // not match its weights, members with different classes) are cnn::Errors.

@@ -73,6 +73,7 @@ DataSettings data_settings(const Config& config, const ComputeSettings& compute,
   data.channels = static_cast<int>(config.integer("model.in_channels"));
   data.image_size = static_cast<int>(config.integer("data.image_size"));
   data.normalize = normalize_of(config, data.channels);
+  data.max_corrupt_fraction = config.real("data.max_corrupt_fraction");
   data::LoaderOptions& loader = data.loader;
   loader.batch_size = config.integer("data.batch_size");
   loader.workers = static_cast<int>(config.integer("data.workers"));
@@ -80,6 +81,7 @@ DataSettings data_settings(const Config& config, const ComputeSettings& compute,
   loader.shuffle = true;
   loader.seed = compute.seed;
   loader.drop_last = config.boolean("data.drop_last");
+  loader.max_image_pixels = config.integer("data.max_image_pixels");  // the validation loader's too
   // Each rank trains on its shard; every rank must make the same number of steps, so the shards are
   // padded to equal length (DistributedSampler's default) unless drop_last cuts them.
   loader.rank = world.rank;

@@ -58,6 +58,7 @@ struct DataSettings {
   int channels = 0;
   int image_size = 0;
   data::Normalize normalize;
+  double max_corrupt_fraction = 0.1;  // of the training images read in an epoch, before the run stops
   data::LoaderOptions loader;                           // the training loader (device set, shuffled)
   std::optional<data::Pipeline> validation_transforms;  // set when there is validation data
 };

@@ -5,6 +5,7 @@
 // line) and the final summary.
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iomanip>
@@ -51,6 +52,27 @@ void configure_backend(const ComputeSettings& compute) {
   // The CPU backend and the project's CUDA kernels are deterministic for a given thread count; on a
   // GPU, cuDNN must also be kept to its deterministic algorithms.
   cuda::set_cudnn_deterministic(compute.deterministic);
+}
+
+// Stops the run when the training data is mostly unreadable: an epoch that delivered no image would
+// "train" on nothing and save an untrained model, and one with many corrupt files would quietly learn
+// from what is left. `corrupt` and `images`: the epoch's unreadable and delivered images over all
+// ranks; `found`: the unreadable files found so far, of which a few are named.
+void check_corrupt_images(int64_t epoch_number, int64_t corrupt, int64_t images, double max_fraction,
+                          const std::vector<std::string>& found, const std::string& data_spec) {
+  if (corrupt == 0) return;
+  const size_t shown = std::min<size_t>(found.size(), 3);
+  std::string names;
+  for (size_t i = 0; i < shown; ++i) names += (i > 0 ? ", " : "") + found[i];
+  if (corrupt > static_cast<int64_t>(shown)) names += " and " + std::to_string(corrupt - static_cast<int64_t>(shown)) + " more";
+  const std::string fix = "replace or remove them (cnn_pack --check " + data_spec + " lists every unreadable file)";
+  CNN_CHECK(images > 0, "epoch ", epoch_number, " delivered no image to train on: all ", corrupt,
+            " training images read were unreadable (", names, "); the run stops rather than save an untrained model: ", fix);
+  const int64_t read = corrupt + images;
+  const double fraction = static_cast<double>(corrupt) / static_cast<double>(read);
+  CNN_CHECK(fraction <= max_fraction, "epoch ", epoch_number, ": ", corrupt, " of ", read,
+            " training images read were unreadable (", std::round(1000 * fraction) / 10, "%, more than [data] max_corrupt_fraction = ",
+            max_fraction, "): ", names, "; ", fix, ", or raise [data] max_corrupt_fraction (at most 1) to train on the rest");
 }
 
 // One epoch as it runs: where it stands, and its running totals.
@@ -390,14 +412,18 @@ void Trainer::end_epoch(const EpochProgress& epoch) {
   images_ += epoch.images * world_size_;
   double train_loss = epoch.micro_batches ? epoch.mean_loss() : 0.0;
   double wait_fraction = loader_stats.wait_fraction();
-  int64_t corrupt = loader_stats.skipped;
-  if (data_parallel_.active()) {  // every rank's figures made one: the mean loss, all corrupt images, the slowest rank's wait
+  int64_t corrupt = loader_stats.skipped, delivered = loader_stats.samples;
+  if (data_parallel_.active()) {  // every rank's figures made one: the mean loss, all corrupt and delivered images, the slowest rank's wait
     const std::vector<double> sums = distributed::all_reduce_values(
-        data_parallel_.comm(), {train_loss, static_cast<double>(corrupt)}, distributed::ReduceOp::sum);
+        data_parallel_.comm(), {train_loss, static_cast<double>(corrupt), static_cast<double>(delivered)}, distributed::ReduceOp::sum);
     train_loss = sums[0] / static_cast<double>(world_size_);
     corrupt = static_cast<int64_t>(sums[1]);
+    delivered = static_cast<int64_t>(sums[2]);
     wait_fraction = across_ranks(wait_fraction, distributed::ReduceOp::max);
   }
+  // On every rank alike (the counts are global), before anything is validated or saved.
+  check_corrupt_images(epoch.epoch + 1, corrupt, delivered, settings_.data.max_corrupt_fraction, data_.train_loader->corrupt_files(),
+                       settings_.data.train_spec);
   guard_.check_loss(train_loss, progress_.step, epoch.epoch);  // before this epoch's checkpoint could replace the last good one
 
   const int64_t number = epoch.epoch + 1, epochs = settings_.loop.epochs;

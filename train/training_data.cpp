@@ -74,14 +74,15 @@ Tensor TrainingData::images_on_device(const data::Batch& batch, const Device& de
 TrainingData open_training_data(const TrainSettings& settings, RunLog& log) {
   const DataSettings& wanted = settings.data;
   TrainingData data;
-  data.train_set = data::open_dataset(wanted.train_spec);
+  const data::LogFn warn = [&log](const std::string& message) { log.warn(message); };
+  data.train_set = data::open_dataset(wanted.train_spec, warn);
   int64_t max_label = -1;
   for (int64_t i = 0; i < data.train_set->size(); ++i) max_label = std::max(max_label, data.train_set->label(i));
   CNN_CHECK(max_label < wanted.classes, "the training data has labels up to ", max_label, " but [model] num_classes is ",
             wanted.classes, " (", wanted.classes_origin, "); set num_classes to at least ", max_label + 1);
   data.class_names = class_names_of(*data.train_set, wanted.classes);
   data::LoaderOptions train_options = wanted.loader;
-  train_options.log = [&log](const std::string& message) { log.warn(message); };
+  train_options.log = warn;
   data.train_loader = std::make_unique<data::Loader>(data.train_set, train_pipeline(settings), train_options);
   if (settings.augment.on_device) data.crop_flip = std::make_unique<BatchCropFlip>(settings);
   if (wanted.validation_transforms) {
@@ -90,7 +91,7 @@ TrainingData open_training_data(const TrainSettings& settings, RunLog& log) {
     validation_options.shuffle = false;
     validation_options.drop_last = false;
     validation_options.pad_shards = false;  // each validation sample counted once, on one rank
-    data.validation_loader = std::make_unique<data::Loader>(data::open_dataset(wanted.validation_spec),
+    data.validation_loader = std::make_unique<data::Loader>(data::open_dataset(wanted.validation_spec, warn),
                                                             *wanted.validation_transforms, validation_options);
   }
   data.batch_size = train_options.batch_size;

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -10,6 +11,7 @@
 #include "data/encode.h"
 #include "data/file_dataset.h"
 #include "data/idx.h"
+#include "data/packed_dataset.h"
 #include "fixtures.h"
 
 using namespace cnn;
@@ -150,6 +152,67 @@ TEST_CASE("ImageFolder: classes sorted by folder name, JPEG/PNG/BMP decoded, oth
   CHECK(err.find("holds no image files") != std::string::npos);
   CHECK(test::error_message([&] { open_image_folder((dir.path() / "nope").string()); }).find("is not a folder") !=
         std::string::npos);
+}
+
+TEST_CASE("ImageFolder: looping and dangling links are unreadable samples; directory links back up are not followed") {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  using cnn::data::test::smooth_image;
+  const fs::path root = dir.path() / "images";
+  dir.write("images/cat/good.png", encode_image(smooth_image(8, 8, 3, 1), ImageFormat::png));
+  dir.write("images/dog/good.png", encode_image(smooth_image(8, 8, 3, 2), ImageFormat::png));
+  dir.write("elsewhere/extra.png", encode_image(smooth_image(8, 8, 3, 3), ImageFormat::png));
+  fs::create_symlink("loop2.jpg", root / "cat/loop1");  // loop1 -> loop2.jpg -> loop1
+  fs::create_symlink("loop1", root / "cat/loop2.jpg");
+  fs::create_symlink("missing.jpg", root / "cat/dangling.jpg");
+  fs::create_directories(root / "cat/a");
+  fs::create_directory_symlink("..", root / "cat/a/up");   // back into cat
+  fs::create_directory_symlink("..", root / "dog/root");   // back to the root
+  fs::create_directory_symlink("../../..", root / "cat/a/top");  // to the folder that holds the root
+  fs::create_directory_symlink(dir.path() / "elsewhere", root / "dog/more");  // a folder outside: followed
+  fs::create_symlink("nowhere", root / "ghost");  // a dangling link where a class folder could be
+  fs::create_symlink("selfish", root / "selfish");  // a link to itself
+  fs::create_directory_symlink(".", root / "again");  // the root as a class of itself
+
+  std::vector<std::string> warnings;
+  auto ds = open_image_folder(root.string(), [&](const std::string& m) { warnings.push_back(m); });
+  CHECK(ds->class_names() == std::vector<std::string>{"cat", "dog"});
+  REQUIRE(ds->size() == 5);
+  CHECK(ds->source(0).ends_with("cat/dangling.jpg"));
+  CHECK(ds->source(1).ends_with("cat/good.png"));
+  CHECK(ds->source(2).ends_with("cat/loop2.jpg"));
+  CHECK(ds->source(3).ends_with("dog/good.png"));
+  CHECK(ds->source(4).ends_with("dog/more/extra.png"));
+  CHECK(ds->load(1, {.channels = 3}).height == 8);
+  CHECK(ds->load(4, {.channels = 3}).height == 8);
+  // The broken links are samples that cannot be read: the loader skips and counts them.
+  CHECK_THROWS_WITH_AS(ds->load(0, {.channels = 3}), doctest::Contains("a symbolic link to missing.jpg, which does not exist"),
+                       CorruptImageError);
+  CHECK_THROWS_WITH_AS(ds->load(2, {.channels = 3}), doctest::Contains("a symbolic link that loops"), CorruptImageError);
+  // One warning for each link left out, naming it; the image-named broken links warn when loaded.
+  auto warned = [&](const std::string& what) {
+    return std::count_if(warnings.begin(), warnings.end(), [&](const std::string& w) { return w.find(what) != std::string::npos; });
+  };
+  CHECK(warnings.size() == 7);
+  CHECK(warned("not following " + (root / "cat/a/top").string() + ": it leads back to " + fs::canonical(dir.path()).string() +
+               ", which holds " + fs::canonical(root).string()) == 1);
+  CHECK(warned("skipping " + (root / "cat/loop1").string() + ": a symbolic link that loops") == 1);
+  CHECK(warned("not following " + (root / "cat/a/up").string() + ": it leads back to") == 1);
+  CHECK(warned("not following " + (root / "dog/root").string() + ": it leads back to") == 1);
+  CHECK(warned("skipping " + (root / "ghost").string() + ": a symbolic link to nowhere, which does not exist") == 1);
+  CHECK(warned("skipping " + (root / "selfish").string() + ": a symbolic link that loops") == 1);
+  CHECK(warned("not following " + (root / "again").string() + ": it leads back to " + fs::canonical(root).string() +
+               ", which holds the ImageFolder") == 1);
+
+  // cnn_pack lists the broken links among the unreadable files and packs the rest.
+  TempDir out;
+  PackOptions options;
+  options.size = 8;
+  options.log = [](const std::string&) {};
+  const PackReport report = pack_dataset(*ds, (out.path() / "p.h5").string(), options);
+  CHECK(report.written == 3);
+  CHECK(report.skipped.size() == 2);
+  CHECK(check_dataset(*ds, 2).size() == 2);
 }
 
 TEST_CASE("list files: header or not, index or name labels, paths relative to the list") {

@@ -1,6 +1,7 @@
 // Decoding: every supported format, channel conversions (gray, RGBA, CMYK), JPEG DCT scaling, and
 // the corrupt inputs that must raise CorruptImageError rather than crash or stop.
 #include <doctest/doctest.h>
+#include <zlib.h>
 
 #include <filesystem>
 
@@ -104,6 +105,73 @@ TEST_CASE("corrupt inputs raise CorruptImageError with the reason") {
         std::string::npos);
   const std::string text = "just some text, certainly not an image";
   CHECK(corrupt_message(std::vector<uint8_t>(text.begin(), text.end())).find("fixture") == 0);
+}
+
+namespace {
+void put_be32(std::vector<uint8_t>& out, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<uint8_t>(v >> shift));
+}
+
+// A PNG signature, an IHDR chunk (8-bit RGB) claiming width x height, and IEND: a few dozen bytes.
+std::vector<uint8_t> png_header_claiming(uint32_t width, uint32_t height) {
+  std::vector<uint8_t> out = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  auto chunk = [&](const char* type, const std::vector<uint8_t>& data) {
+    put_be32(out, static_cast<uint32_t>(data.size()));
+    std::vector<uint8_t> body(type, type + 4);
+    body.insert(body.end(), data.begin(), data.end());
+    out.insert(out.end(), body.begin(), body.end());
+    put_be32(out, static_cast<uint32_t>(crc32(0, body.data(), static_cast<uInt>(body.size()))));
+  };
+  std::vector<uint8_t> ihdr;
+  put_be32(ihdr, width);
+  put_be32(ihdr, height);
+  ihdr.insert(ihdr.end(), {8, 2, 0, 0, 0});  // bit depth, colour type RGB, compression, filter, interlace
+  chunk("IHDR", ihdr);
+  chunk("IEND", {});
+  return out;
+}
+
+// A baseline JPEG (SOI, SOF0 of one 8-bit component, SOS) whose frame claims width x height, with
+// a few bytes of scan data and EOI.
+std::vector<uint8_t> jpeg_header_claiming(uint16_t width, uint16_t height) {
+  return {0xFF, 0xD8,                                                      // SOI
+          0xFF, 0xC0, 0x00, 0x0B, 0x08,                                    // SOF0, length 11, 8 bits
+          static_cast<uint8_t>(height >> 8), static_cast<uint8_t>(height),  //
+          static_cast<uint8_t>(width >> 8), static_cast<uint8_t>(width),    //
+          0x01, 0x01, 0x11, 0x00,                                          // 1 component: id 1, 1x1, table 0
+          0xFF, 0xDA, 0x00, 0x08, 0x01, 0x01, 0x00, 0x00, 0x3F, 0x00,      // SOS
+          0x00, 0x00, 0x00, 0x00,                                          // scan data
+          0xFF, 0xD9};                                                     // EOI
+}
+}  // namespace
+
+TEST_CASE("decompression bombs: a header claiming more pixels than the limit is corrupt, before any decoding") {
+  // 65000 x 65000 RGB would be 12.7 GB; 10000 x 10000 (100 M pixels) is just over the default.
+  const std::string png = corrupt_message(png_header_claiming(65000, 65000));
+  CHECK(png.find("fixture: the header claims 65000 x 65000 pixels") == 0);
+  CHECK(png.find("more than the limit of 89478485") != std::string::npos);
+  CHECK(corrupt_message(png_header_claiming(0xFFFFFFFF, 0xFFFFFFFF)).find("(18446744065119617025), more than the limit") !=
+        std::string::npos);
+  const std::string jpeg = corrupt_message(jpeg_header_claiming(10000, 10000));
+  CHECK(jpeg.find("fixture: the header claims 10000 x 10000 pixels") == 0);
+  CHECK(jpeg.find("more than the limit of 89478485") != std::string::npos);
+  CHECK(jpeg.find("[data] max_image_pixels") != std::string::npos);
+  CHECK(kDefaultMaxImagePixels == 89478485);
+
+  // The limit counts width x height as the header says it, for every format; 0 lifts it.
+  const Image small = smooth_image(12, 10, 3);
+  for (ImageFormat f : {ImageFormat::jpeg, ImageFormat::png, ImageFormat::bmp, ImageFormat::tga}) {
+    const std::vector<uint8_t> bytes = encode_image(small, f);
+    CHECK(decode_image(bytes.data(), bytes.size(), {.max_pixels = 120}, "fixture").height == 12);
+    CHECK_THROWS_WITH_AS(decode_image(bytes.data(), bytes.size(), {.max_pixels = 119}, "fixture"),
+                         doctest::Contains("claims 10 x 12 pixels (120), more than the limit of 119"), CorruptImageError);
+    CHECK(decode_image(bytes.data(), bytes.size(), {.max_pixels = 0}, "fixture").width == 10);
+  }
+  // Without a limit the claim is believed, and the missing data makes the file corrupt.
+  const auto unlimited = png_header_claiming(65000, 65000);
+  CHECK_THROWS_AS(decode_image(unlimited.data(), unlimited.size(), {.max_pixels = 0}, "fixture"), CorruptImageError);
+  CHECK_THROWS_WITH_AS(decode_image(unlimited.data(), unlimited.size(), {.max_pixels = -1}, "fixture"),
+                       doctest::Contains("max_pixels must be 0 (no limit) or positive, not -1"), Error);
 }
 
 TEST_CASE("unreadable files: missing, a folder, zero bytes") {

@@ -267,6 +267,27 @@ TEST_CASE("corrupt files are skipped with one warning each, counted, and fatal w
   CHECK(err.find("fail_on_corrupt") != std::string::npos);
 }
 
+TEST_CASE("images over the loader's pixel limit are skipped as corrupt, before decoding") {
+  TempDir dir;
+  dir.write("cls/small.png", encode_image(smooth_image(16, 16, 3, 1), ImageFormat::png));
+  dir.write("cls/large.png", encode_image(smooth_image(40, 30, 3, 2), ImageFormat::png));
+  auto ds = open_image_folder(dir.path().string());
+  std::vector<std::string> warnings;
+  LoaderOptions o = options_with(1, 2);
+  o.max_image_pixels = 16 * 16;
+  o.log = [&](const std::string& m) { warnings.push_back(m); };
+  Loader loader(ds, Pipeline::eval(16, 16), o);
+  loader.start_epoch(0);
+  int64_t samples = 0;
+  while (auto b = loader.next()) samples += b->size();
+  CHECK(samples == 1);
+  CHECK(loader.stats().skipped == 1);
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].find("large.png: the header claims 30 x 40 pixels (1200), more than the limit of 256") != std::string::npos);
+  o.max_image_pixels = -5;
+  CHECK(error_message([&] { Loader(ds, Pipeline::eval(16, 16), o); }).find("max_image_pixels must be 0") != std::string::npos);
+}
+
 TEST_CASE("an error in a worker surfaces in next() with its context, and shutdown is clean") {
   auto ds = std::make_shared<SyntheticDataset>(40, /*fail_at=*/13);
   LoaderOptions o = options_with(4, 4);

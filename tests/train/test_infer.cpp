@@ -227,6 +227,20 @@ TEST_CASE("infer: an ensemble of one checkpoint twice equals the checkpoint; mem
   CHECK_THROWS_AS(run_inference({a}, wrong_model), Error);
   std::filesystem::create_directories(f.dir / "empty");
   CHECK_THROWS_WITH_AS(collect_images({(f.dir / "empty").string()}), doctest::Contains("holds no image files"), Error);
+  // A folder with a link back up (followed, the walk would not end) and a link that loops: the
+  // first is left out with a warning, the second is an image file that will not load.
+  std::filesystem::create_directories(f.dir / "looped");
+  const std::string only = f.write_png("looped/a.png", Fixture::picture(28, 28, 1));
+  std::filesystem::create_directory_symlink("..", f.dir / "looped/up");
+  std::filesystem::create_symlink("b.png", f.dir / "looped/b.png");
+  std::vector<std::string> warnings;
+  const std::vector<std::string> found = collect_images({(f.dir / "looped").string()}, [&](const std::string& m) { warnings.push_back(m); });
+  CHECK(found == std::vector<std::string>{only, (f.dir / "looped/b.png").string()});
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].find("not following " + (f.dir / "looped/up").string()) == 0);
+  InferOptions o = f.options();
+  o.warn = [](const std::string&) {};
+  CHECK(run_inference(found, o).unreadable == 1);
 }
 
 TEST_CASE("infer: csv and json output parse back to the predictions") {

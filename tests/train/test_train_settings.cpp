@@ -31,6 +31,12 @@ TEST_CASE("settings of a rank: its own GPU, its shard, the global batch in the l
   CHECK(alone.compute.device == Device::cuda(0));
   CHECK(alone.data.loader.world_size == 1);
   CHECK(alone.optim.schedule.base_lr == doctest::Approx(0.1 * 64 * 2 / 256));
+  CHECK(alone.data.loader.max_image_pixels == 89478485);
+  CHECK(alone.data.max_corrupt_fraction == 0.1);
+  const TrainSettings limits =
+      from_config(Config::parse(kConfig, "dp.ini", {"data.max_image_pixels=0", "data.max_corrupt_fraction=1"}));
+  CHECK(limits.data.loader.max_image_pixels == 0);
+  CHECK(limits.data.max_corrupt_fraction == 1);
 
   const TrainSettings third = from_config(config, rank_of(2, 4));
   CHECK(third.compute.device == Device::cuda(2));  // cuda: the rank's local GPU

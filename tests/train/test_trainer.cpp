@@ -15,6 +15,7 @@
 #include <limits>
 #include <sstream>
 
+#include "data/encode.h"
 #include "engine/cuda_context.h"
 #include "engine/error.h"
 #include "engine/io/safetensors.h"
@@ -315,6 +316,77 @@ TEST_CASE("trainer: [model] dropout, drop_path and zero_init_residual reach the 
   CHECK(std::isfinite(s.last_val_loss));
   CHECK(cuda::cudnn_deterministic());
   cuda::set_cudnn_deterministic(false);
+}
+
+namespace {
+// An image folder of 4 classes of `per_class` 28x28 gray PNGs, the first `corrupt` of each class
+// replaced by bytes that are no image; and the config of a one-epoch run on it.
+std::string corrupt_folder_config(const ScratchDir& dir, int per_class, int corrupt) {
+  const std::filesystem::path images = dir.path / "images";
+  for (int c = 0; c < 4; ++c)
+    for (int i = 0; i < per_class; ++i) {
+      const std::filesystem::path file = images / ("class" + std::to_string(c)) / ("img" + std::to_string(i) + ".png");
+      std::filesystem::create_directories(file.parent_path());
+      data::Image image(28, 28, 1);
+      for (size_t p = 0; p < image.pixels.size(); ++p) image.pixels[p] = static_cast<uint8_t>(p * (c + 1));
+      const std::vector<uint8_t> bytes =
+          i < corrupt ? std::vector<uint8_t>{'n', 'o', 't', ' ', 'a', 'n', ' ', 'i', 'm', 'a', 'g', 'e'}
+                      : data::encode_image(image, data::ImageFormat::png);
+      std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    }
+  std::ostringstream c;
+  c << "[model]\nname = compact_cnn\nnum_classes = 4\nin_channels = 1\n"
+    << "[data]\nformat = folder\npath = " << images.string()
+    << "\nbatch_size = 4\ndrop_last = false\nimage_size = 28\nmean = 0.2\nstd = 0.3\nworkers = 2\n"
+    << "[augment]\nrandom_resized_crop = false\nhflip = 0\n"
+    << "[train]\nepochs = 1\ndevice = cpu\nthreads = 2\n"
+    << "[log]\nlevel = quiet\n"
+    << "[run]\ndir = " << (dir.path / "runs").string() << "\nname = corrupt\n";
+  return c.str();
+}
+}  // namespace
+
+TEST_CASE("trainer: an epoch of only corrupt images, or too many of them, stops the run with the files named") {
+  std::ostringstream quiet;
+  TrainRunOptions opts;
+  opts.console = &quiet;
+  {
+    ScratchDir dir("all_corrupt");
+    const Config c = Config::parse(corrupt_folder_config(dir, 3, 3), "test.ini");
+    CHECK_THROWS_WITH_AS(run_training(c, opts), doctest::Contains("epoch 1 delivered no image"), Error);
+    std::error_code ec;
+    for (const auto& run : std::filesystem::directory_iterator(dir.path / "runs", ec)) {
+      CHECK_FALSE(std::filesystem::exists(run.path() / "last.h5"));  // no untrained model saved
+      CHECK_FALSE(std::filesystem::exists(run.path() / "model.safetensors"));
+    }
+  }
+  {
+    ScratchDir dir("half_corrupt");
+    const std::string text = corrupt_folder_config(dir, 4, 2);
+    CHECK_THROWS_WITH_AS(run_training(Config::parse(text, "test.ini"), opts),
+                         doctest::Contains("epoch 1: 8 of 16 training images read were unreadable"), Error);
+    std::string message;
+    try {
+      run_training(Config::parse(text, "test.ini", {"data.max_corrupt_fraction=0.3"}), opts);
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    INFO(message);
+    CHECK(message.find("(50%, more than [data] max_corrupt_fraction = 0.3): ") != std::string::npos);
+    CHECK(message.find("img0.png") != std::string::npos);  // a few named
+    CHECK(message.find(" and 5 more; replace or remove them (cnn_pack --check " + (dir.path / "images").string()) != std::string::npos);
+    CHECK(message.find("or raise [data] max_corrupt_fraction") != std::string::npos);
+    // Allowed half unreadable, the run trains on the rest.
+    const TrainSummary s = run_training(Config::parse(text, "test.ini", {"data.max_corrupt_fraction=0.5"}), opts);
+    CHECK(s.steps >= 2);
+    CHECK(std::filesystem::exists(s.run_dir / "last.h5"));
+  }
+  {
+    // Every image over the pixel limit: corrupt, so the run stops just the same.
+    ScratchDir dir("all_too_large");
+    const Config c = Config::parse(corrupt_folder_config(dir, 3, 0), "test.ini", {"data.max_image_pixels=783"});
+    CHECK_THROWS_WITH_AS(run_training(c, opts), doctest::Contains("epoch 1 delivered no image"), Error);
+  }
 }
 
 TEST_CASE("trainer: a few hundred steps on Fashion-MNIST beat chance by a wide margin") {

@@ -77,6 +77,12 @@ std::vector<KeySpec> build_schema() {
       list("data", "mean", K::real_list, "0.485, 0.456, 0.406", between(0, 255), "per-channel mean subtracted after scaling pixels to [0, 1]"),
       list("data", "std", K::real_list, "0.229, 0.224, 0.225", above(0), "per-channel standard deviation divided by"),
       boolean("data", "drop_last", "true", "drop the last incomplete training batch of each epoch"),
+      integer("data", "max_image_pixels", "89478485", between(0, 1e12),
+              "an image whose header claims more pixels (width x height) than this is skipped as corrupt before it is decoded "
+              "(decompression bombs; the default is Pillow's MAX_IMAGE_PIXELS); 0: no limit"),
+      real("data", "max_corrupt_fraction", "0.1", between(0, 1),
+           "stop the run when more than this fraction of the training images read in an epoch are unreadable "
+           "(an epoch with no readable image always stops)"),
       // ---- augment ----
       boolean("augment", "random_resized_crop", "true", "random crop of random area and aspect ratio, resized to image_size (else: resize and centre crop)"),
       real("augment", "scale_min", "0.08", {0, 1, true, false}, "smallest crop area, as a fraction of the image"),

@@ -286,7 +286,7 @@ TEST_CASE("RandAugment Sharpness: 3x3 smoothing (rounded) inside, the border lef
   CHECK(RA::sharpness(constant_image(4, 4, 1, 6), factor).pixels == std::vector<uint8_t>(16, 6));
 }
 
-TEST_CASE("RandAugment Posterize keeps the top bits; Solarize inverts from the threshold up") {
+TEST_CASE("RandAugment Posterize keeps the top bits, Solarize inverts from the threshold up") {
   const Image px = from_rows(1, 4, 1, {255, 200, 17, 8});
   CHECK(RA::posterize(px, 4).pixels == std::vector<uint8_t>{240, 192, 16, 0});
   CHECK(RA::posterize(px, 1).pixels == std::vector<uint8_t>{128, 128, 0, 0});

@@ -154,7 +154,7 @@ TEST_CASE("ImageFolder: classes sorted by folder name, JPEG/PNG/BMP decoded, oth
         std::string::npos);
 }
 
-TEST_CASE("ImageFolder: looping and dangling links are unreadable samples; directory links back up are not followed") {
+TEST_CASE("ImageFolder: looping and dangling links are unreadable samples, directory links back up are not followed") {
   namespace fs = std::filesystem;
   TempDir dir;
   using cnn::data::test::smooth_image;

@@ -54,7 +54,7 @@ TEST_CASE("channel conversions: gray to RGB, RGBA drops alpha, RGB to gray by lu
   CHECK(g.pixels[0] == static_cast<uint8_t>(0.2989 * 200 + 0.587 * 100 + 0.114 * 50 + 0.5));  // 124
 }
 
-TEST_CASE("JPEG: RGB, grayscale and CMYK files; RGB to gray in the decoder") {
+TEST_CASE("JPEG: RGB, grayscale and CMYK files, RGB to gray in the decoder") {
   const Image rgb = smooth_image(32, 48, 3);
   const auto jpeg = encode_image(rgb, ImageFormat::jpeg, 95);
   const Image back = decode(jpeg, 3);

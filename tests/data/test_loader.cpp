@@ -120,7 +120,7 @@ TEST_CASE("resuming mid-epoch yields exactly the rest of the uninterrupted epoch
         std::string::npos);
 }
 
-TEST_CASE("shards: every sample exactly once across ranks per epoch; drop_last and padding") {
+TEST_CASE("shards: every sample exactly once across ranks per epoch, drop_last and padding") {
   const int64_t n = 10;
   for (int64_t epoch : {0, 1}) {
     std::map<int64_t, int> count;

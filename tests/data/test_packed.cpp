@@ -34,7 +34,7 @@ PackOptions quiet(PackOptions o) {
 }
 }  // namespace
 
-TEST_CASE("pixel packing: pre-resized squares, labels, class names; corrupt files left out") {
+TEST_CASE("pixel packing: pre-resized squares, labels, class names, corrupt files left out") {
   TempDir src, out;
   auto ds = folder_with_one_corrupt(src);
   REQUIRE(ds->size() == 11);
@@ -79,7 +79,7 @@ TEST_CASE("pixel packing: pre-resized squares, labels, class names; corrupt file
   CHECK(samples == 10);
 }
 
-TEST_CASE("encoded packing keeps the original bytes; arrays pack at their native size") {
+TEST_CASE("encoded packing keeps the original bytes, arrays pack at their native size") {
   TempDir src, out;
   auto ds = folder_with_one_corrupt(src);
   PackOptions o;

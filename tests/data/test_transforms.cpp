@@ -48,7 +48,7 @@ TEST_CASE("Resize keeps the aspect ratio with the shorter side given (truncating
   CHECK(out.width == 341);
 }
 
-TEST_CASE("CenterCrop offsets round half to even; larger crops pad with zeros") {
+TEST_CASE("CenterCrop offsets round half to even, larger crops pad with zeros") {
   SampleRng rng(0, 0, 0);
   const Image image = pattern_image(5, 7, 1);
   const Image c = CenterCrop(3, 3).apply(image, rng);  // offsets (1, 2)
@@ -82,7 +82,7 @@ TEST_CASE("RandomCrop with padding: the window the draws name, zeros in the padd
   CHECK(saw_padding);
 }
 
-TEST_CASE("RandomHorizontalFlip mirrors columns; p = 0 and p = 1 are certain") {
+TEST_CASE("RandomHorizontalFlip mirrors columns, p = 0 and p = 1 are certain") {
   const Image image = pattern_image(3, 5, 3);
   SampleRng rng(1, 2, 3);
   const Image flipped = RandomHorizontalFlip(1.0).apply(image, rng);
@@ -169,7 +169,7 @@ TEST_CASE("ColorJitter at known factors") {
   }
 }
 
-TEST_CASE("Normalize writes (x / 255 - mean) / std in f32, f16, bf16; u8 is a copy") {
+TEST_CASE("Normalize writes (x / 255 - mean) / std in f32, f16, bf16, u8 is a copy") {
   Image px(1, 1, 3);
   px.pixels = {255, 0, 51};
   const Normalize n{{0.5f, 0.5f, 0.2f}, {0.25f, 0.5f, 0.1f}};
@@ -193,7 +193,7 @@ TEST_CASE("Normalize writes (x / 255 - mean) / std in f32, f16, bf16; u8 is a co
         std::string::npos);
 }
 
-TEST_CASE("Pipeline: same (seed, epoch, sample), same bits; the output size is enforced") {
+TEST_CASE("Pipeline: same (seed, epoch, sample), same bits, the output size is enforced") {
   const Pipeline train = Pipeline::train(32);
   const Image image = smooth_image(60, 80, 3);
   const Image a = train.run(image, 7, 3, 11, "x"), b = train.run(image, 7, 3, 11, "x");

@@ -101,7 +101,7 @@ TEST_CASE("mpi: all_reduce sum, average and max of every dtype") {
   CHECK_THROWS_WITH_AS(comm->all_reduce(integers, ReduceOp::average), doctest::Contains("would truncate"), Error);
 }
 
-TEST_CASE("mpi: collectives in flight together complete in order; broadcast, all_gather, barrier, text") {
+TEST_CASE("mpi: collectives in flight together complete in order, broadcast, all_gather, barrier, text") {
   auto comm = world_comm();
   Tensor a = Tensor::full({1 << 16}, comm->rank() + 1.0), b = Tensor::full({7}, 10.0 * (comm->rank() + 1));
   distributed::Pending first = comm->all_reduce_async(a, ReduceOp::sum);

@@ -102,7 +102,7 @@ TEST_CASE("nccl: CPU tensors are refused") {
   comm->barrier();  // the communicator still works after refusing
 }
 
-TEST_CASE("nccl: a data-parallel step on one GPU gives the gradients of the plain step; SyncBN over NCCL is batch norm") {
+TEST_CASE("nccl: a data-parallel step on one GPU gives the gradients of the plain step, SyncBN over NCCL is batch norm") {
   if (!cuda::is_available()) {
     MESSAGE("skipped: no CUDA device");
     return;

@@ -23,7 +23,7 @@ TEST_CASE("tensors are created with shape, dtype and values") {
   CHECK_THROWS_AS(o.data_as<float>(), Error);
 }
 
-TEST_CASE("a shape whose element count overflows is refused; zero-size shapes stay fine") {
+TEST_CASE("a shape whose element count overflows is refused, zero-size shapes stay fine") {
   CHECK_THROWS_WITH_AS(Shape({int64_t{1} << 32, 1, 1 << 16, 1 << 16}), doctest::Contains("more elements than a tensor can hold"),
                        Error);
   CHECK_THROWS_AS(Tensor::empty({int64_t{1} << 31, int64_t{1} << 31}), Error);
@@ -106,7 +106,7 @@ TEST_CASE("printing shows shape, dtype, device and elides long tensors") {
   CHECK(big.size() < 600);
 }
 
-TEST_CASE("devices parse; a CUDA tensor without a usable GPU is a clear error") {
+TEST_CASE("devices parse, a CUDA tensor without a usable GPU is a clear error") {
   CHECK(Device::parse("cuda:1") == Device::cuda(1));
   CHECK(Device::parse("cpu").is_cpu());
   CHECK_THROWS_WITH_AS(Device::parse("gpu"), doctest::Contains("use cpu, cuda or cuda:N"), Error);

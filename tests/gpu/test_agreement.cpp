@@ -87,7 +87,7 @@ TEST_CASE("gpu: the caching allocator stops calling cudaMalloc in a steady loop"
   CHECK(alloc.stats().reserved == alloc.stats().in_use);
 }
 
-TEST_CASE("gpu: from_blob wraps device memory; work runs on a caller's stream") {
+TEST_CASE("gpu: from_blob wraps device memory, work runs on a caller's stream") {
   Tensor owner = Tensor::zeros({1000}, DType::f32, Device::cuda());
   Tensor view = Tensor::from_blob(owner.data(), {1000}, DType::f32, Device::cuda());
   view.fill_(3.0);

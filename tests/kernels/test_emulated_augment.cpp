@@ -71,7 +71,7 @@ TEST_CASE("crop_flip_normalize: random and centred windows, padding, every outpu
   }
 }
 
-TEST_CASE("mixup pairs samples n and N-1-n in place; the middle sample of an odd batch is kept") {
+TEST_CASE("mixup pairs samples n and N-1-n in place, the middle sample of an odd batch is kept") {
   for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
     for (int64_t n : {5, 6}) {
       const int64_t per = 300;

@@ -65,7 +65,7 @@ CNN_EMULATED_TEST_CASE("batch norm: statistics, forward with each activation, ba
   }
 }
 
-CNN_EMULATED_TEST_CASE("pooling: max with argmax, average with and without padding, adaptive; forward and backward",
+CNN_EMULATED_TEST_CASE("pooling: max with argmax, average with and without padding, adaptive, forward and backward",
                        "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d") {
   kernels::PoolGeometry base;
   base.n = 2;

@@ -68,7 +68,7 @@ TEST_CASE("model options: stochastic depth rises linearly over the blocks") {
   CHECK(drop_probability(*b0_custom, "features.1.0.stochastic_depth") == 0.0);
 }
 
-TEST_CASE("model options: a dropped residual branch leaves relu(shortcut); eval mode keeps every branch") {
+TEST_CASE("model options: a dropped residual branch leaves relu(shortcut), eval mode keeps every branch") {
   constexpr int64_t kBatch = 64;
   BasicBlock block(ResidualSpec{.in_channels = 4, .planes = 4, .drop_path = 0.5});
   block.initialize(3);

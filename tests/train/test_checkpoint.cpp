@@ -73,7 +73,7 @@ TEST_CASE("checkpoint: a training state round-trips, and the config in it parses
   CHECK(back.class_names.empty());
 }
 
-TEST_CASE("checkpoint: files that are not checkpoints are refused; a failed save keeps the old one") {
+TEST_CASE("checkpoint: files that are not checkpoints are refused, a failed save keeps the old one") {
   const io_test::ScratchDir dir("checkpoint_errors");
   io::TensorFile weights;
   weights.tensors.emplace_back("fc.weight", Tensor::zeros({2, 2}));

@@ -171,7 +171,7 @@ TEST_CASE("config: the resolved INI lists every key and parses back to the same 
   CHECK_FALSE(back == Config());
 }
 
-TEST_CASE("config: loading a file reports its path; a missing file is an error") {
+TEST_CASE("config: loading a file reports its path, a missing file is an error") {
   const io_test::ScratchDir dir("config");
   const std::filesystem::path path = dir / "exp.ini";
   std::ofstream(path) << "[train]\nepochs = 7\nbogus = 1\n";

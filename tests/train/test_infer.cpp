@@ -163,7 +163,7 @@ TEST_CASE("infer: probabilities match the model run by hand, top-k is sorted, co
   CHECK(none.unreadable == 2);
 }
 
-TEST_CASE("infer: flip TTA is the average of the image and its mirror; multiscale averages the two resizes") {
+TEST_CASE("infer: flip TTA is the average of the image and its mirror, multiscale averages the two resizes") {
   Fixture f("tta");
   const std::string plain = f.write_png("plain.png", Fixture::picture(28, 28, 5));
   const std::string mirror = f.write_png("mirror.png", Fixture::mirrored(Fixture::picture(28, 28, 5)));
@@ -202,7 +202,7 @@ TEST_CASE("infer: a weights file takes its normalisation from mean and std") {
   CHECK_THROWS_WITH_AS(run_inference({image}, o), doctest::Contains("mean"), Error);
 }
 
-TEST_CASE("infer: an ensemble of one checkpoint twice equals the checkpoint; members of other classes are refused") {
+TEST_CASE("infer: an ensemble of one checkpoint twice equals the checkpoint, members of other classes are refused") {
   Fixture f("ensemble");
   const std::string a = f.write_png("a.png", Fixture::picture(28, 28, 7));
   const std::string b = f.write_png("b.png", Fixture::picture(30, 30, 8));

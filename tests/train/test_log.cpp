@@ -112,7 +112,7 @@ Event parse_event(const std::string& data) {
 }
 }  // namespace
 
-TEST_CASE("CRC-32C matches the published test vectors; masking as TensorFlow does") {
+TEST_CASE("CRC-32C matches the published test vectors, masking as TensorFlow does") {
   CHECK(crc32c("123456789", 9) == 0xE3069283u);
   const std::string zeros(32, '\0'), ones(32, '\xff');
   CHECK(crc32c(zeros.data(), 32) == 0x8A9136AAu);
@@ -208,7 +208,7 @@ TEST_CASE("metrics.jsonl: one JSON object per line, appended, non-finite numbers
   CHECK(rows[1]["note"] == "resumed");
 }
 
-TEST_CASE("console: levels filter messages; a bar on a terminal, periodic lines otherwise") {
+TEST_CASE("console: levels filter messages, a bar on a terminal, periodic lines otherwise") {
   const auto at = [](int64_t epoch, int64_t step, int64_t steps, double loss) {
     StepFigures f;
     f.epoch = epoch, f.epochs = 3, f.step = step, f.steps = steps, f.loss = loss;

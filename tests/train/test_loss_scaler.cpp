@@ -65,7 +65,7 @@ TEST_CASE("loss scaler: unscales gradients in one pass and finds inf/nan") {
   CHECK(scaler.update(stats));
 }
 
-TEST_CASE("loss scaler: fixed and disabled modes; state save and restore") {
+TEST_CASE("loss scaler: fixed and disabled modes, state save and restore") {
   LossScalerOptions fixed = every_three();
   fixed.dynamic = false;
   fixed.init_scale = 1024;
@@ -102,7 +102,7 @@ TEST_CASE("loss scaler: fixed and disabled modes; state save and restore") {
   CHECK_THROWS_AS(resumed.load_state({1.0}), Error);
 }
 
-TEST_CASE("loss scaler options come from [precision]; only fp16 scales") {
+TEST_CASE("loss scaler options come from [precision], only fp16 scales") {
   const Config fp16 = Config::parse("[precision]\nmode = fp16\ngrowth_interval = 100\ninit_scale = 256\n", "p.ini");
   const LossScalerOptions o = loss_scaler_options(fp16);
   CHECK(o.enabled);

@@ -114,7 +114,7 @@ TEST_CASE("progress format: the end-of-run report names the best epoch, the time
                          "runs/20261203_121425_fashion_mnist\n") != std::string::npos);
 }
 
-TEST_CASE("progress format: the epoch line has the step fields, then validation; a cut-short epoch says where it stopped") {
+TEST_CASE("progress format: the epoch line has the step fields, then validation, a cut-short epoch says where it stopped") {
   EpochLine line{.figures = typical()};
   line.figures.step = line.figures.steps = 234;
   line.figures.epoch_eta_seconds = std::nan("");

@@ -153,7 +153,7 @@ TEST_CASE("trainer: a run that diverges stops and keeps the last good checkpoint
 // The inf/nan policy (train/divergence.h) is the same in every precision: a step whose gradients
 // hold inf/nan is skipped, counted and warned about, and the run goes on; 20 in a row stop it,
 // naming the last good checkpoint, which holds finite weights.
-TEST_CASE("trainer: a step with inf/nan gradients is skipped in fp32, bf16 and fp16 alike; 20 in a row stop the run") {
+TEST_CASE("trainer: a step with inf/nan gradients is skipped in fp32, bf16 and fp16 alike, 20 in a row stop the run") {
   for (const std::string precision : {"fp32", "bf16", "fp16"}) {
     CAPTURE(precision);
     SmallRun run("skip_" + precision, 256, 64, 1, 2);

@@ -241,9 +241,11 @@ InferResult run_inference(const std::vector<std::string>& images, const InferOpt
         }
         std::vector<size_t> rows;
         for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
-          if (!failed[i].empty()) throw Error(failed[i]);
-          if (!corrupt[i].empty()) {
-            warn("skipped an unreadable image: " + corrupt[i]);
+          // One file that cannot be prepared (unreadable, or an error of its own such as a size the
+          // resampling refuses) is named and skipped; the other images of the batch go on.
+          if (!corrupt[i].empty() || !failed[i].empty()) {
+            warn(!corrupt[i].empty() ? "skipped an unreadable image: " + corrupt[i]
+                                     : "skipped " + files.source(start + static_cast<int64_t>(i)) + ": " + failed[i]);
             unreadable[i] = 1;
             ++result.unreadable;
           }

@@ -163,6 +163,22 @@ TEST_CASE("infer: probabilities match the model run by hand, top-k is sorted, co
   CHECK(none.unreadable == 2);
 }
 
+TEST_CASE("infer: an image that fails on its own is named and skipped, and the rest of its batch is predicted") {
+  Fixture f("one_fails");
+  const std::string good = f.write_png("good.png", Fixture::picture(28, 28, 1));
+  // 900x900 shrunk to 28x28 is beyond the resampling filter's limit: an error of this file alone.
+  const std::string big = f.write_png("big.png", Fixture::picture(900, 900, 2));
+  std::vector<std::string> warnings;
+  InferOptions o = f.options();
+  o.warn = [&](const std::string& m) { warnings.push_back(m); };
+  const InferResult r = run_inference({good, big}, o);
+  CHECK(r.unreadable == 1);
+  REQUIRE(r.predictions.size() == 1);
+  CHECK(r.predictions[0].path == good);
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].find("skipped " + big + ": ") == 0);
+}
+
 TEST_CASE("infer: flip TTA is the average of the image and its mirror, multiscale averages the two resizes") {
   Fixture f("tta");
   const std::string plain = f.write_png("plain.png", Fixture::picture(28, 28, 5));

@@ -220,7 +220,7 @@ TrainSummary run_on_this_rank(const TrainSettings& settings, const TrainRunOptio
   if (saved) progress = restore_learner(learner, *saved, folder.resume_from, log);
   saved.reset();  // its tensors are the learner's now
   if (main_rank) write_run_description(folder, settings.resolved_ini, data.class_names);
-  data_parallel.prepare(*learner.model, settings, settings.resolved_ini, log);
+  data_parallel.prepare(*learner.model, settings, log);
   LogSettings metrics_settings = settings.log;
   if (!main_rank) metrics_settings.jsonl = metrics_settings.tensorboard = false;
   RunMetrics metrics(metrics_settings, folder.dir);

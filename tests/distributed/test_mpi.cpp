@@ -73,6 +73,24 @@ Tensor flat_parameters(const Module& model) {
 }
 }  // namespace
 
+namespace {
+// A small training run for every rank: rank 0 writes its data (one machine: a shared file system),
+// every rank gets the config text, and run options whose console output goes to a string.
+struct SharedSmallRun {
+  std::unique_ptr<train::testing::SmallRun> data;  // rank 0 only
+  std::string text;
+  std::ostringstream quiet;
+  train::TrainRunOptions options;
+  SharedSmallRun(distributed::Communicator& comm, const std::string& name, int train_images, int test_images, uint32_t train_seed,
+                 uint32_t test_seed) {
+    if (comm.rank() == 0)
+      data = std::make_unique<train::testing::SmallRun>(name, train_images, test_images, train_seed, test_seed);
+    text = distributed::broadcast_text(comm, data ? data->text : "");
+    options.console = &quiet;
+  }
+};
+}  // namespace
+
 TEST_CASE("mpi: the job has two ranks") {
   auto comm = world_comm();
   REQUIRE(comm->world_size() == 2);
@@ -286,12 +304,10 @@ TEST_CASE("mpi: accumulation of 2 micro-batches under DDP equals DDP with the do
 TEST_CASE("mpi: cnn_train on 2 ranks learns, writes one run folder, resumes on 1 rank in the middle of its epoch, and once finished does nothing") {
   auto comm = world_comm();
   // Rank 0 makes the data; both ranks read it (one machine: a shared file system).
-  std::unique_ptr<train::testing::SmallRun> run;
-  if (comm->rank() == 0) run = std::make_unique<train::testing::SmallRun>("mpi", 320, 64, 5, 6);
-  const std::string text = distributed::broadcast_text(*comm, run ? run->text : "");
-  std::ostringstream quiet;
-  train::TrainRunOptions options;
-  options.console = &quiet;
+  SharedSmallRun shared(*comm, "mpi", 320, 64, 5, 6);
+  const std::string& text = shared.text;
+  std::ostringstream& quiet = shared.quiet;
+  train::TrainRunOptions& options = shared.options;
   // 320 images in shards of 160: 5 batches of 32 per rank and epoch; stop after 7 steps (epoch 2, step 2).
   const std::vector<std::string> stop = {"train.epochs=3", "train.max_steps=7", "data.drop_last=true", "train.threads=1"};
   const train::TrainSummary first = train::run_training(train::Config::parse(text, "test.ini", stop), options);
@@ -329,12 +345,9 @@ TEST_CASE("mpi: cnn_train on 2 ranks learns, writes one run folder, resumes on 1
 
 TEST_CASE("mpi: inf/nan gradients on one rank make every rank skip the step (fp16 lowers the scale on both)") {
   auto comm = world_comm();
-  std::unique_ptr<train::testing::SmallRun> run;
-  if (comm->rank() == 0) run = std::make_unique<train::testing::SmallRun>("mpi_inf", 128, 32, 7, 8);
-  const std::string text = distributed::broadcast_text(*comm, run ? run->text : "");
-  std::ostringstream quiet;
-  train::TrainRunOptions options;
-  options.console = &quiet;
+  SharedSmallRun shared(*comm, "mpi_inf", 128, 32, 7, 8);
+  const std::string& text = shared.text;
+  train::TrainRunOptions& options = shared.options;
   // After the all-reduce, rank 1 alone sees an inf at step 2: a local verdict would let rank 0 step.
   options.on_gradients = [&](int64_t step, const std::vector<Tensor>& gradients) {
     if (comm->rank() != 1 || step != 2) return;

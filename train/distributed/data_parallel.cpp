@@ -24,11 +24,11 @@ int64_t fingerprint_hash(const std::string& text) {
 DataParallel::DataParallel(const TrainSettings& settings)
     : comm_(distributed::connect(settings.distributed.world, settings.compute.device, settings.distributed.timeout_seconds)) {}
 
-void DataParallel::prepare(Module& model, const TrainSettings& settings, const std::string& fingerprint, RunLog& log) {
+void DataParallel::prepare(Module& model, const TrainSettings& settings, RunLog& log) {
   if (!active()) return;
   std::ostringstream shapes;
   for (const NamedParameter& p : model.named_parameters()) shapes << p.name << describe(p.tensor) << ";";
-  check_same_on_every_rank(*comm_, fingerprint, "config (with --set overrides)");
+  check_same_on_every_rank(*comm_, settings.resolved_ini, "config (with --set overrides)");
   check_same_on_every_rank(*comm_, shapes.str(), "model (parameter names and shapes)");
   if (settings.model.sync_bn) {
     const int layers = sync_batch_norm(model, comm_);

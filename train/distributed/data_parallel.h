@@ -31,8 +31,8 @@ class DataParallel {
   bool active() const { return comm_->world_size() > 1; }
 
   // Once the model is built and restored: sync_bn, the broadcast from rank 0, the consistency check
-  // of `fingerprint` (the resolved config) and the model's shapes, and the gradient buckets.
-  void prepare(Module& model, const TrainSettings& settings, const std::string& fingerprint, RunLog& log);
+  // of the resolved config and the model's shapes, and the gradient buckets.
+  void prepare(Module& model, const TrainSettings& settings, RunLog& log);
 
   // The reducer to attach to the tape of a step's last micro-batch; null in a single process.
   GradientReducer* reducer() { return reducer_.get(); }

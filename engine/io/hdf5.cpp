@@ -10,6 +10,8 @@
 
 #include "engine/error.h"
 #include "engine/io/atomic_file.h"
+#include "engine/io/crc32c.h"
+#include "engine/io/hdf5_checksums.h"
 
 namespace cnn::io {
 
@@ -103,6 +105,10 @@ void check(herr_t status, const std::filesystem::path& path, const std::string& 
   if (status < 0) fail(path, what);
 }
 
+// HDF5 keeps an attribute in its object header (64 KiB) or, in dense storage, in a heap of the file;
+// more than this is a damaged size, refused before memory is allocated for it.
+constexpr uint64_t kMaxAttributeBytes = uint64_t{1} << 30;
+
 // ---- types ----
 
 // A 16-bit little-endian float type: f16 (IEEE binary16) or bf16 (bfloat16).
@@ -184,7 +190,9 @@ void write_attribute(hid_t root, const std::string& key, const Attribute& value,
   }
 }
 
-void write_tensor(hid_t file, const std::string& name, const Tensor& tensor, const std::filesystem::path& path) {
+// Writes one dataset and returns where its raw data lies in the file, with their checksum.
+ChecksummedTensor write_tensor(hid_t file, const std::string& name, const Tensor& tensor,
+                               const std::filesystem::path& path) {
   CNN_CHECK(!name.empty() && name.front() != '/' && name.back() != '/' && name.find("//") == std::string::npos,
             "HDF5 file '", path.string(), "': tensor name '", name,
             "' is not a valid dataset name; use a non-empty name without leading, trailing or doubled '/'");
@@ -200,15 +208,27 @@ void write_tensor(hid_t file, const std::string& name, const Tensor& tensor, con
   H5Pset_create_intermediate_group(lcpl.get(), 1);
   Handle dataset = check(H5Dcreate2(file, name.c_str(), type.get(), space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
                          H5Dclose, path, "cannot create dataset '" + name + "' (is the name used twice?)");
-  if (host.numel() > 0)
+  ChecksummedTensor written{name, 0, 0, 0};
+  if (host.numel() > 0) {
     check(H5Dwrite(dataset.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()), path,
           "cannot write dataset '" + name + "'");
+    // The file holds the tensor's bytes as they are in memory (the storage type is the memory type),
+    // so their checksum is taken here rather than by reading the file back.
+    const haddr_t offset = H5Dget_offset(dataset.get());
+    if (offset == HADDR_UNDEF) fail(path, "cannot locate the data of dataset '" + name + "'");
+    written = {name, static_cast<uint64_t>(offset), host.nbytes(), crc32c(host.data(), host.nbytes())};
+  }
   if (host.dtype() == DType::f16 || host.dtype() == DType::bf16)
     write_string_attribute(dataset.get(), "dtype", dtype_name(host.dtype()), path);
+  return written;
 }
 
 void write_file(const std::filesystem::path& path, const TensorFile& contents, const AfterTensorWritten& after_each) {
+  std::vector<std::string> names;
+  for (const auto& [name, tensor] : contents.tensors) names.push_back(name);
+  const uint64_t block_size = checksum_block_size(names);
   Handle fcpl = check(H5Pcreate(H5P_FILE_CREATE), H5Pclose, path, "cannot create a property list");
+  check(H5Pset_userblock(fcpl.get(), block_size), path, "cannot reserve the checksum block");
   H5Pset_link_creation_order(fcpl.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
   H5Pset_attr_creation_order(fcpl.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
   Handle fapl = check(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, path, "cannot create a property list");
@@ -216,11 +236,13 @@ void write_file(const std::filesystem::path& path, const TensorFile& contents, c
   Handle file = check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()), H5Fclose, path,
                       "cannot create the file (does the folder exist, and is it writable?)");
   for (const auto& [key, value] : contents.attributes) write_attribute(file.get(), key, value, path);
+  std::vector<ChecksummedTensor> checksums;
   for (const auto& [name, tensor] : contents.tensors) {
-    write_tensor(file.get(), name, tensor, path);
+    checksums.push_back(write_tensor(file.get(), name, tensor, path));
     if (after_each) after_each(name);
   }
   if (!file.close()) fail(path, "cannot close the file (is the disk full?)");
+  write_checksum_table(path, block_size, checksums);
 }
 
 // ---- reading ----
@@ -251,6 +273,11 @@ std::vector<std::string> read_strings(hid_t attr, hid_t type, hid_t space, const
                                       const std::filesystem::path& path) {
   const hssize_t count = H5Sget_simple_extent_npoints(space);
   if (count <= 0) return {};
+  // Sizes come from the file: bound them before allocating (a damaged file can claim anything).
+  const size_t width = H5Tis_variable_str(type) > 0 ? sizeof(char*) : H5Tget_size(type);
+  if (width == 0 || static_cast<uint64_t>(count) > kMaxAttributeBytes / width)
+    fail(path, "attribute '" + key + "' claims " + std::to_string(count) + " strings of " + std::to_string(width) +
+                   " bytes, more than an attribute holds; the file is corrupt");
   std::vector<std::string> out;
   if (H5Tis_variable_str(type) > 0) {
     Handle memtype = string_type();
@@ -261,7 +288,6 @@ std::vector<std::string> read_strings(hid_t attr, hid_t type, hid_t space, const
       if (p) H5free_memory(p);
     }
   } else {
-    const size_t width = H5Tget_size(type);
     std::vector<char> buffer(width * static_cast<size_t>(count));
     check(H5Aread(attr, type, buffer.data()), path, "cannot read attribute '" + key + "'");
     for (hssize_t i = 0; i < count; ++i) {
@@ -348,6 +374,20 @@ DType dataset_dtype(hid_t dataset, hid_t type, const std::string& name, const st
                  " bytes) that no tensor dtype holds; tensors are f32, f64, f16, bf16, i32, i64 or u8");
 }
 
+// Refuses a dataset whose shape needs more bytes than the file can hold (a damaged shape would
+// otherwise allocate that much): uncompressed data must all be in the file; compressed data may
+// expand by deflate's largest ratio (about 1032:1).
+void check_stored_size(hid_t dataset, const std::string& name, uint64_t bytes, const std::filesystem::path& path) {
+  std::error_code ec;
+  const uint64_t file_size = std::filesystem::file_size(path, ec);
+  Handle dcpl(H5Dget_create_plist(dataset), H5Pclose);
+  const bool filtered = dcpl.valid() && H5Pget_nfilters(dcpl.get()) > 0;
+  const uint64_t limit = filtered ? file_size * 1032 : file_size;
+  if (!ec && bytes > limit)
+    fail(path, "dataset '" + name + "' claims " + std::to_string(bytes) + " bytes of data but the file is only " +
+                   std::to_string(file_size) + " bytes long; the file is truncated or corrupt");
+}
+
 Tensor read_tensor(hid_t dataset, const std::string& name, const std::filesystem::path& path) {
   Handle type = check(H5Dget_type(dataset), H5Tclose, path, "cannot read the type of dataset '" + name + "'");
   const DType dt = dataset_dtype(dataset, type.get(), name, path);
@@ -362,6 +402,7 @@ Tensor read_tensor(hid_t dataset, const std::string& name, const std::filesystem
   CNN_CHECK(std::all_of(dims.begin(), dims.end(), [](hsize_t d) { return d <= static_cast<hsize_t>(kMaxElements); }) &&
                 element_count(shape).has_value(),
             "HDF5 file '", path.string(), "': dataset '", name, "' claims more elements than a tensor can hold (2^60); the file is corrupt");
+  check_stored_size(dataset, name, static_cast<uint64_t>(*element_count(shape)) * dtype_size(dt), path);
   Tensor tensor = Tensor::empty(Shape(shape), dt);
   if (tensor.numel() > 0) {
     Handle memtype = storage_type(dt);
@@ -400,6 +441,25 @@ void read_root_attributes(hid_t root, TensorFile& out, const std::filesystem::pa
   }
 }
 
+// Each tensor read from a checksummed file against its entry in the table (the bytes read are the
+// bytes stored: the file's element types are the tensors' own), and the table against the datasets.
+void verify_tensors(const TensorFile& file, const ChecksumTable& table, const std::filesystem::path& path) {
+  std::map<std::string, const ChecksummedTensor*> entries;
+  for (const ChecksummedTensor& t : table.tensors) entries.emplace(t.name, &t);
+  for (const auto& [name, tensor] : file.tensors) {
+    const auto it = entries.find(name);
+    if (it == entries.end())
+      fail(path, "dataset '" + name + "' is not in the file's checksum table; the file is corrupt or was modified");
+    const ChecksummedTensor& entry = *it->second;
+    if (entry.size != tensor.nbytes() || (entry.size > 0 && crc32c(tensor.data(), tensor.nbytes()) != entry.crc))
+      fail(path, "tensor '" + name + "' is damaged: its data do not match the checksum written with it. The file is "
+                 "corrupt; use another copy or checkpoint");
+    entries.erase(it);
+  }
+  if (!entries.empty())
+    fail(path, "tensor '" + entries.begin()->first + "' is in the checksum table but not in the file; the file is corrupt");
+}
+
 template <class T>
 const T& typed_attribute(const TensorFile& file, const std::string& key, const char* kind) {
   const auto it = file.attributes.find(key);
@@ -436,9 +496,14 @@ TensorFile load_hdf5(const std::filesystem::path& path) {
   std::error_code ec;
   CNN_CHECK(std::filesystem::is_regular_file(path, ec), "HDF5 file '", path.string(),
             "' does not exist (or is not a regular file); check the path");
+  // A file cnn wrote is checked against its checksum table before HDF5 reads any of it.
+  const std::optional<ChecksumTable> table = read_checksum_table(path);
   const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
   if (is_hdf5 <= 0)
     fail(path, "is not an HDF5 file (no HDF5 signature: another format, or a file truncated or overwritten)");
+  if (!table && !starts_with_hdf5_signature(path))
+    fail(path, "has a user block before its HDF5 data that does not hold cnn's checksum table: its first bytes are "
+               "damaged, or another program wrote it with a user block (save it again without one, e.g. with h5py)");
   Handle fapl = check(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, path, "cannot create a property list");
   H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG);
   Handle file = check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose, path,
@@ -448,6 +513,8 @@ TensorFile load_hdf5(const std::filesystem::path& path) {
   Handle root = check(H5Gopen2(file.get(), "/", H5P_DEFAULT), H5Gclose, path, "cannot open the root group");
   read_root_attributes(root.get(), out, path);
   read_group(root.get(), "", out, path);
+  if (table) verify_tensors(out, *table, path);
+  out.checksummed = table.has_value();
   return out;
 }
 

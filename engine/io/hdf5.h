@@ -10,6 +10,10 @@
 // signed and unsigned 64-bit integers (epoch, step, RNG state), doubles, UTF-8 strings (config
 // text), and lists of strings (class names). Datasets and attributes keep their creation order.
 //
+// Every file written carries CRC32C checksums of each tensor and of the metadata in its HDF5 user block
+// (engine/io/hdf5_checksums.h); loading verifies them and names the damaged part. Files without
+// them (from h5py, or older ones) load unverified.
+//
 // Writes are atomic (engine/io/atomic_file.h): a failed or interrupted save leaves the previous
 // file as it was. Every failure is a cnn::Error naming the file, the dataset or attribute, and what
 // HDF5 reported.
@@ -32,6 +36,7 @@ struct TensorFile {
   NamedTensors tensors;                         // in file order
   std::map<std::string, Attribute> attributes;  // root-group metadata
   std::string source = "a tensor file";         // the path it was loaded from, for error messages
+  bool checksummed = false;  // loaded: every byte was verified against the file's checksum table
 
   const Tensor& tensor(const std::string& name) const { return find_tensor(tensors, name, source); }
   bool has(const std::string& attribute) const { return attributes.count(attribute) != 0; }

@@ -11,6 +11,7 @@
 
 #include "engine/error.h"
 #include "engine/io/atomic_file.h"
+#include "engine/io/crc32c.h"
 
 namespace cnn::io {
 
@@ -34,6 +35,35 @@ const char* safetensors_name(DType dt) {
   throw Error("safetensors file '" + path.string() + "': " + what);
 }
 
+// The metadata entry that holds the checksums of the files cnn writes: a JSON object (as a string,
+// since safetensors metadata values are strings) from each tensor's name to the CRC32C of its dtype,
+// shape and data, plus kMetadataKey for the CRC32C of the other metadata entries. Other readers
+// ignore it; files without it (from other programs) load unverified.
+constexpr const char* kChecksumsKey = "cnn.crc32c";
+constexpr const char* kMetadataKey = "__metadata__";
+
+// A tensor's checksum covers its header entry too, so that a damaged dtype or shape whose byte count
+// still matches is caught.
+uint32_t tensor_checksum(const char* dtype, const std::vector<int64_t>& shape, const void* data, size_t bytes) {
+  std::string entry = dtype;
+  for (const int64_t d : shape) {
+    entry += ' ';
+    entry += std::to_string(d);
+  }
+  entry += '\n';
+  return crc32c_extend(crc32c(entry), data, bytes);
+}
+
+uint32_t metadata_checksum(const std::map<std::string, std::string>& metadata) {
+  uint32_t crc = 0;
+  for (const auto& [key, value] : metadata) {
+    if (key == kChecksumsKey) continue;
+    const std::string line = key + '=' + value + '\n';  // std::map: the same order on both sides
+    crc = crc32c_extend(crc, line.data(), line.size());
+  }
+  return crc;
+}
+
 DType parse_safetensors_dtype(const std::string& name, const std::string& tensor, const std::filesystem::path& path) {
   for (const auto& [d, n] : kDTypeNames)
     if (name == n) return d;
@@ -43,19 +73,25 @@ DType parse_safetensors_dtype(const std::string& name, const std::string& tensor
 
 void write_file(const std::filesystem::path& path, const std::vector<Tensor>& host, const NamedTensors& tensors,
                 const std::map<std::string, std::string>& metadata) {
+  CNN_CHECK(metadata.count(kChecksumsKey) == 0, "safetensors file '", path.string(), "': the metadata key '",
+            kChecksumsKey, "' is reserved for the file's checksums; use another key");
   nlohmann::json header = nlohmann::json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  nlohmann::json checksums = nlohmann::json::object();
+  checksums[kMetadataKey] = crc32c_hex(metadata_checksum(metadata));
   uint64_t offset = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const std::string& name = tensors[i].first;
     CNN_CHECK(!name.empty() && name != "__metadata__" && !header.contains(name), "safetensors file '", path.string(),
               "': tensor name '", name, "' is empty, reserved or used twice; give every tensor its own name");
     const uint64_t bytes = host[i].nbytes();
-    header[name] = {{"dtype", safetensors_name(host[i].dtype())},
-                    {"shape", host[i].shape().to_vector()},
-                    {"data_offsets", {offset, offset + bytes}}};
+    const char* dtype = safetensors_name(host[i].dtype());
+    header[name] = {{"dtype", dtype}, {"shape", host[i].shape().to_vector()}, {"data_offsets", {offset, offset + bytes}}};
+    checksums[name] = crc32c_hex(tensor_checksum(dtype, host[i].shape().to_vector(), host[i].data(), bytes));
     offset += bytes;
   }
+  std::map<std::string, std::string> all_metadata = metadata;
+  all_metadata[kChecksumsKey] = checksums.dump();
+  header[kMetadataKey] = all_metadata;
   std::string text = header.dump();
   text.append((8 - (8 + text.size()) % 8) % 8, ' ');
   const uint64_t length = text.size();
@@ -70,6 +106,7 @@ void write_file(const std::filesystem::path& path, const std::vector<Tensor>& ho
 
 struct Entry {
   std::string name;
+  std::string dtype_name;
   DType dtype;
   std::vector<int64_t> shape;
   uint64_t begin, end;
@@ -80,7 +117,8 @@ Entry parse_entry(const std::string& name, const nlohmann::json& info, const std
   if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") || !info.contains("data_offsets"))
     bad("it needs \"dtype\", \"shape\" and \"data_offsets\"");
   if (!info["dtype"].is_string()) bad("\"dtype\" is not a string");
-  Entry e{name, parse_safetensors_dtype(info["dtype"].get<std::string>(), name, path), {}, 0, 0};
+  const std::string dtype_name = info["dtype"].get<std::string>();
+  Entry e{name, dtype_name, parse_safetensors_dtype(dtype_name, name, path), {}, 0, 0};
   const nlohmann::json& shape = info["shape"];
   if (!shape.is_array() || shape.size() > static_cast<size_t>(Shape::kMaxDims))
     bad("\"shape\" is not an array of at most " + std::to_string(Shape::kMaxDims) + " sizes");
@@ -101,6 +139,26 @@ Entry parse_entry(const std::string& name, const nlohmann::json& info, const std
     bad("\"data_offsets\" [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + ") do not span the " +
         std::to_string(numel) + " elements of its shape");
   return e;
+}
+
+// The checksum table of a file cnn wrote (null for a file without one), with the metadata's own
+// checksum verified.
+nlohmann::json read_checksums(const std::map<std::string, std::string>& metadata, const std::filesystem::path& path) {
+  const auto it = metadata.find(kChecksumsKey);
+  if (it == metadata.end()) return nullptr;
+  nlohmann::json table;
+  try {
+    table = nlohmann::json::parse(it->second);
+  } catch (const nlohmann::json::exception&) {
+    fail(path, std::string("its checksum table ('") + kChecksumsKey + "' in the metadata) is damaged");
+  }
+  uint32_t expected = 0;
+  if (!table.is_object() || !table.contains(kMetadataKey) || !table[kMetadataKey].is_string() ||
+      !parse_crc32c_hex(table[kMetadataKey].get<std::string>(), expected))
+    fail(path, std::string("its checksum table ('") + kChecksumsKey + "' in the metadata) is damaged");
+  if (metadata_checksum(metadata) != expected)
+    fail(path, "its metadata entries are damaged: their checksum does not match. The file is corrupt; use another copy");
+  return table;
 }
 
 }  // namespace
@@ -168,13 +226,29 @@ SafetensorsFile load_safetensors(const std::filesystem::path& path) {
                    std::to_string(data_size) + " (truncated?)");
   if (expected < data_size)
     fail(path, std::to_string(data_size - expected) + " bytes follow the last tensor's data (a corrupt header?)");
+  const nlohmann::json checksums = read_checksums(out.metadata, path);
+  out.checksummed = !checksums.is_null();
+  out.metadata.erase(kChecksumsKey);  // the file's own bookkeeping, not the writer's metadata
   for (const Entry& e : entries) {
     Tensor t = Tensor::empty(Shape(e.shape), e.dtype);
     in.seekg(static_cast<std::streamoff>(8 + header_length + e.begin));
     in.read(static_cast<char*>(t.data()), static_cast<std::streamsize>(e.end - e.begin));
     if (!in) fail(path, "cannot read the data of tensor '" + e.name + "'");
+    if (out.checksummed) {
+      const auto it = checksums.find(e.name);
+      uint32_t expected = 0;
+      if (it == checksums.end() || !it->is_string() || !parse_crc32c_hex(it->get<std::string>(), expected))
+        fail(path, "tensor '" + e.name + "' has no checksum in the file's checksum table; the header is damaged");
+      if (tensor_checksum(e.dtype_name.c_str(), e.shape, t.data(), t.nbytes()) != expected)
+        fail(path, "tensor '" + e.name + "' is damaged: its dtype, shape or data do not match the checksum written "
+                   "with it. The file is corrupt; use another copy");
+    }
     out.tensors.emplace_back(e.name, std::move(t));
   }
+  // Every checksummed tensor must be there (one dropped from a damaged header would go unnoticed).
+  if (out.checksummed && checksums.size() != entries.size() + 1)
+    fail(path, "the checksum table names " + std::to_string(checksums.size() - 1) + " tensors but the header " +
+                   std::to_string(entries.size()) + "; the header is damaged");
   return out;
 }
 

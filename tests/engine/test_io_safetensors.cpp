@@ -45,9 +45,10 @@ TEST_CASE("safetensors byte layout: length, padded JSON header, raw little-endia
   std::memcpy(&n, bytes.data(), 8);
   CHECK((8 + n) % 8 == 0);
   const std::string header = bytes.substr(8, n);
-  CHECK(header.rfind(R"({"a":{"data_offsets":[8,16],"dtype":"F32","shape":[2,1]},)"
-                     R"("b_first":{"data_offsets":[0,8],"dtype":"I64","shape":[1]}})",
-                     0) == 0);
+  // Keys in sorted order: the checksum metadata ("__metadata__" sorts first), then the tensors.
+  CHECK(header.rfind(R"({"__metadata__":{"cnn.crc32c":"{\"__metadata__\":\"00000000\",\"a\":\")", 0) == 0);
+  CHECK(header.find(R"("a":{"data_offsets":[8,16],"dtype":"F32","shape":[2,1]},)"
+                    R"("b_first":{"data_offsets":[0,8],"dtype":"I64","shape":[1]}})") != std::string::npos);
   CHECK(bytes.size() == 8 + n + 16);
   const std::string data = bytes.substr(8 + n);
   CHECK(data.substr(0, 8) == std::string(8, '\xff'));                   // -1 as i64

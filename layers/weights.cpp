@@ -1,5 +1,6 @@
 #include "layers/weights.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <sstream>
@@ -41,6 +42,40 @@ void check_extension(const std::filesystem::path& path) {
             ": unknown extension '", ext, "'; use .h5 (engine layout) or .safetensors (torchvision layout)");
 }
 
+// A conv weight's shape in a file's layout: OIHW for the torch layout, the engine's [O,KH,KW,I] else.
+Shape in_file_layout(const Shape& engine_shape, WeightsLayout layout) {
+  if (layout != WeightsLayout::torch || engine_shape.rank() != 4) return engine_shape;
+  return Shape{engine_shape[0], engine_shape[3], engine_shape[1], engine_shape[2]};
+}
+
+// The shape mismatch of one tensor, in the file's layout, and the model option that explains it when
+// one does: the stem conv's input channels ([model] in_channels) or the classifier's outputs
+// ([model] num_classes).
+struct ShapeMismatch {
+  std::string text, hint;
+};
+ShapeMismatch describe_mismatch(const std::string& name, const Shape& file, const Shape& model_engine,
+                                WeightsLayout layout, bool first_conv) {
+  const Shape model = in_file_layout(model_engine, layout);
+  const char* layout_name = model.rank() != 4 ? "" : layout == WeightsLayout::torch ? " (O, I, kH, kW)" : " (O, kH, kW, I)";
+  ShapeMismatch m{name + ": file " + file.str() + " vs model " + model.str() + layout_name, ""};
+  if (file.rank() != model.rank()) return m;
+  const int in_dim = layout == WeightsLayout::torch ? 1 : 3;
+  const auto differ_only_in = [&](int dim) {
+    for (int d = 0; d < file.rank(); ++d)
+      if ((file[d] != model[d]) != (d == dim)) return false;
+    return true;
+  };
+  if (model.rank() == 4 && first_conv && differ_only_in(in_dim))
+    m.hint = "the file's model takes " + std::to_string(file[in_dim]) + "-channel images and this one " +
+             std::to_string(model[in_dim]) + ": set [model] in_channels = " + std::to_string(file[in_dim]);
+  else if ((model.rank() == 2 || model.rank() == 1) && differ_only_in(0))
+    m.hint = "the file's classifier has " + std::to_string(file[0]) + " outputs and this model's " +
+             std::to_string(model[0]) + ": set [model] num_classes = " + std::to_string(file[0]) +
+             " (or, to train a new head on these weights, load them with [model] pretrained and pretrained_head = false)";
+  return m;
+}
+
 std::string first_few(const std::vector<std::string>& names) {
   std::string s;
   for (size_t i = 0; i < names.size() && i < 5; ++i) s += (i ? ", " : "") + names[i];
@@ -79,6 +114,8 @@ WeightsReport import_state(Module& model, const io::NamedTensors& tensors, Weigh
   WeightsReport report;
   std::vector<std::pair<Tensor, Tensor>> copies;  // (destination, converted source), applied when all is checked
   std::map<std::string, bool> known;
+  bool seen_conv = false;
+  size_t unexplained = 0;  // mismatches that no model option explains
   for (const StateEntry& e : model.state_dict()) {
     known[e.name] = true;
     auto it = by_name.find(e.name);
@@ -88,8 +125,14 @@ WeightsReport import_state(Module& model, const io::NamedTensors& tensors, Weigh
     }
     Tensor src = *it->second;
     if (layout == WeightsLayout::torch && src.dim() == 4) src = nchw_to_nhwc(src);
+    const bool first_conv = e.shape.rank() == 4 && !seen_conv;
+    seen_conv = seen_conv || e.shape.rank() == 4;
     if (!(src.shape() == e.shape)) {
-      report.mismatched.push_back(e.name + ": file " + src.shape().str() + " vs model " + e.shape.str());
+      const ShapeMismatch m = describe_mismatch(e.name, it->second->shape(), e.shape, layout, first_conv);
+      report.mismatched.push_back(m.text);
+      if (m.hint.empty()) ++unexplained;
+      if (!m.hint.empty() && std::find(report.hints.begin(), report.hints.end(), m.hint) == report.hints.end())
+        report.hints.push_back(m.hint);
       continue;
     }
     CNN_CHECK(e.tensor.defined(), "cannot load into ", e.name, ": the model's tensors are not created yet");
@@ -104,8 +147,13 @@ WeightsReport import_state(Module& model, const io::NamedTensors& tensors, Weigh
   }
   for (const auto& [name, t] : tensors)
     if (!known.count(name)) report.unexpected.push_back(name);
-  CNN_CHECK(only_matching_shapes || report.complete(), "weights ", source, " do not fit the model: ", report.summary(),
-            ". Check the model name and num_classes, or load only the tensors whose shapes match (transfer learning)");
+  if (!only_matching_shapes && !report.complete()) {
+    std::string advice;
+    for (const std::string& hint : report.hints) advice += ". " + hint;
+    if (unexplained > 0 || !report.missing.empty() || !report.unexpected.empty())
+      advice += ". The file was written for another model: check [model] name and its options";
+    throw Error("weights " + source + " do not fit the model: " + report.summary() + advice);
+  }
   NoGrad no_grad;
   for (auto& [dst, src] : copies) {
     Tensor d = dst;

@@ -19,7 +19,8 @@ struct WeightsReport {
   size_t loaded = 0;
   std::vector<std::string> missing;      // in the model, not in the file
   std::vector<std::string> unexpected;   // in the file, not in the model
-  std::vector<std::string> mismatched;   // "name: file [a, b] vs model [c, d]"
+  std::vector<std::string> mismatched;   // "name: file [a, b] vs model [c, d]", in the file's layout
+  std::vector<std::string> hints;        // what explains the mismatches ("set [model] num_classes = 100")
   bool complete() const { return missing.empty() && unexpected.empty() && mismatched.empty(); }
   std::string summary() const;  // one line: counts and the first few names of each kind
 };

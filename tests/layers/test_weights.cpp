@@ -7,11 +7,13 @@
 #include <filesystem>
 
 #include "engine/io/safetensors.h"
+#include "error_message.h"
 #include "layers/pool.h"
 #include "layers/registry.h"
 #include "layers/weights.h"
 
 using namespace cnn;
+using cnn::testing::error_message;
 
 namespace {
 std::filesystem::path temp_path(const std::string& name) {
@@ -59,7 +61,11 @@ TEST_CASE("strict loading refuses another head, partial loading reports it and l
   const auto source = make_model("cifar_resnet20", 100, 3, 4);
   save_weights(*source, path);
   auto target = make_model("cifar_resnet20", 10, 3, 5);
-  CHECK_THROWS_WITH_AS(load_weights(*target, path), doctest::Contains("fc.weight: file [100, 64] vs model [10, 64]"), Error);
+  const std::string message = error_message([&] { load_weights(*target, path); });
+  CHECK(message.find("fc.weight: file [100, 64] vs model [10, 64]") != std::string::npos);
+  CHECK(message.find("the file's classifier has 100 outputs and this model's 10: set [model] num_classes = 100") !=
+        std::string::npos);
+  CHECK(message.find("written for another model") == std::string::npos);  // the class count explains it all
   const WeightsReport r = load_weights(*target, path, /*only_matching_shapes=*/true);
   CHECK(r.mismatched.size() == 2);  // fc.weight and fc.bias
   CHECK(r.missing.empty());
@@ -69,6 +75,26 @@ TEST_CASE("strict loading refuses another head, partial loading reports it and l
   CHECK_THROWS_WITH_AS(load_weights(*target, temp_path("missing.h5")), doctest::Contains("missing.h5"), Error);
   CHECK_THROWS_WITH_AS(save_weights(*target, temp_path("weights.pt")), doctest::Contains("unknown extension"), Error);
   std::filesystem::remove(path);
+}
+
+TEST_CASE("a weights file for grey images: shapes in the file's layout and in_channels named") {
+  // Before: "conv1.weight: file [16, 3, 3, 1] vs model [16, 3, 3, 3]" (the engine's internal layout
+  // for a file that holds [16, 1, 3, 3]) and advice about the model name and num_classes.
+  const auto grey = make_model("cifar_resnet20", 10, 1, 8);
+  const auto path = temp_path("grey.safetensors");
+  save_weights(*grey, path);
+  auto colour = make_model("cifar_resnet20", 10, 3, 9);
+  const std::string message = error_message([&] { load_weights(*colour, path); });
+  CHECK(message.find("conv1.weight: file [16, 1, 3, 3] vs model [16, 3, 3, 3] (O, I, kH, kW)") != std::string::npos);
+  CHECK(message.find("takes 1-channel images and this one 3: set [model] in_channels = 1") != std::string::npos);
+  CHECK(message.find("num_classes") == std::string::npos);
+  // The engine's own .h5 layout is printed as it is stored, and said to be.
+  const auto h5 = temp_path("grey.h5");
+  save_weights(*grey, h5);
+  CHECK(error_message([&] { load_weights(*colour, h5); }).find("file [16, 3, 3, 1] vs model [16, 3, 3, 3] (O, kH, kW, I)") !=
+        std::string::npos);
+  std::filesystem::remove(path);
+  std::filesystem::remove(h5);
 }
 
 TEST_CASE("integer data for a float tensor (or floats for an integer buffer) is refused, naming the tensor") {

@@ -105,6 +105,13 @@ void synchronize(int device) {
   check(cudaStreamSynchronize(static_cast<cudaStream_t>(current_stream(device))), "cudaStreamSynchronize");
 }
 
+DeviceMemory memory_info(int device) {
+  set_device(device);
+  DeviceMemory m;
+  check(cudaMemGetInfo(&m.free, &m.total), "cudaMemGetInfo");
+  return m;
+}
+
 void* cublas_handle(int device) {
   DeviceState& s = state(device);
   std::lock_guard<std::mutex> lock(context().mutex);
@@ -260,6 +267,7 @@ int current_device() { unavailable(0); }
 void* current_stream(int device) { unavailable(device); }
 void set_stream(int device, void*) { unavailable(device); }
 void synchronize(int device) { unavailable(device); }
+DeviceMemory memory_info(int device) { unavailable(device); }
 void* cublas_handle(int device) { unavailable(device); }
 Workspace cublas_workspace(int device) { unavailable(device); }
 void* cudnn_handle(int device) { unavailable(device); }

@@ -27,6 +27,14 @@ void* current_stream(int device);
 void set_stream(int device, void* stream);
 void synchronize(int device);
 
+// Device memory as the driver reports it (cudaMemGetInfo): free and total bytes. Memory that the
+// engine's caching allocator holds but does not use is not in `free`; add it from its stats.
+struct DeviceMemory {
+  size_t free = 0;
+  size_t total = 0;
+};
+DeviceMemory memory_info(int device);
+
 // cublasHandle_t of the device, bound to its current stream by each GEMM call.
 void* cublas_handle(int device);
 // The cuBLAS workspace of the device's current stream: 32 MiB from the device's caching allocator

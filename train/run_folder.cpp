@@ -41,7 +41,7 @@ RunFolder open_run_folder(const RunSettings& settings, const std::string& resume
     folder.dir = latest_run_with_checkpoint(settings.parent, settings.name);
   }
   if (folder.dir.empty()) folder.dir = std::filesystem::path(settings.parent) / (timestamp("%Y%m%d_%H%M%S") + "_" + settings.name);
-  std::filesystem::create_directories(folder.dir);
+  folder.created = std::filesystem::create_directories(folder.dir);
   folder.lock = lock_run_folder(folder.dir);
   if (!resume.empty())
     folder.resume_from = std::filesystem::is_directory(resume) ? last_checkpoint_path(resume) : resolve_resume(resume, folder.dir);

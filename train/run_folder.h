@@ -17,6 +17,7 @@ struct RunFolder {
   std::filesystem::path dir;          // created
   std::filesystem::path resume_from;  // "" : start afresh; else an existing checkpoint file
   std::shared_ptr<void> lock;         // train/run_lock.h: held while the run lives
+  bool created = false;               // this call made the folder (a new run, not a resume)
   std::filesystem::path last_checkpoint() const;  // dir/last.h5
   std::filesystem::path best_checkpoint() const;  // dir/best.h5
 };

@@ -76,6 +76,7 @@ DataSettings data_settings(const Config& config, const ComputeSettings& compute,
   data.max_corrupt_fraction = config.real("data.max_corrupt_fraction");
   data::LoaderOptions& loader = data.loader;
   loader.batch_size = config.integer("data.batch_size");
+  data.batch_size_origin = config.origin("data.batch_size");
   loader.workers = static_cast<int>(config.integer("data.workers"));
   loader.prefetch = static_cast<int>(config.integer("data.prefetch") * std::max<int64_t>(1, config.integer("data.workers")));
   loader.shuffle = true;
@@ -173,7 +174,8 @@ TrainSettings from_config(const Config& config, const distributed::World& world)
                    .max_steps = config.integer("train.max_steps"),
                    .accumulate = config.integer("train.accumulate"),
                    .accumulate_origin = config.origin("train.accumulate"),
-                   .eval_every = config.integer("train.eval_every")};
+                   .eval_every = config.integer("train.eval_every"),
+                   .memory_check = config.boolean("train.memory_check")};
   settings.checkpoint = {.every_epochs = config.integer("checkpoint.every_epochs"),
                          .every_steps = config.integer("checkpoint.every_steps"),
                          .save_best = config.boolean("checkpoint.save_best"),

@@ -59,6 +59,7 @@ struct DataSettings {
   int image_size = 0;
   data::Normalize normalize;
   double max_corrupt_fraction = 0.1;  // of the training images read in an epoch, before the run stops
+  std::string batch_size_origin;       // where data.batch_size was set, for messages
   data::LoaderOptions loader;                           // the training loader (device set, shuffled)
   std::optional<data::Pipeline> validation_transforms;  // set when there is validation data
 };
@@ -126,6 +127,7 @@ struct LoopSettings {
   int64_t accumulate = 1;
   std::string accumulate_origin;  // where train.accumulate was set, for messages
   int64_t eval_every = 1;
+  bool memory_check = true;  // refuse a step estimated not to fit (train/memory_estimate.h)
 };
 
 // [checkpoint] (resume aside: RunSettings).

@@ -20,6 +20,7 @@
 #include "train/distributed/data_parallel.h"
 #include "train/divergence.h"
 #include "train/interrupt.h"
+#include "train/memory_estimate.h"
 #include "train/log/progress_format.h"
 #include "train/learner.h"
 #include "train/log/console.h"
@@ -188,9 +189,46 @@ RunFolder open_shared_run_folder(const TrainSettings& settings, const std::strin
   return folder;
 }
 
+// Refuses a batch far too large for the memory there is before the first step (which the system
+// would otherwise end by killing the process); warns when it is close.
+void check_memory(const TrainSettings& settings, const Module& model, const TrainingData& data, RunLog& log) {
+  if (!settings.loop.memory_check || settings.model.gradient_checkpointing) return;
+  const std::optional<AvailableMemory> available = available_memory(settings.compute.device);
+  if (!available) return;
+  // A batch size beyond the (sharded) training set makes one batch of the whole shard.
+  const int64_t shard = data.train_set->size() / std::max<int64_t>(1, data.world_size);
+  const int64_t batch = std::max<int64_t>(1, std::min(data.batch_size, shard));
+  const Shape input{batch, settings.data.image_size, settings.data.image_size, settings.data.channels};
+  const data::LoaderOptions& loader = settings.data.loader;
+  const int64_t in_flight = (loader.prefetch > 0 ? loader.prefetch : 2 * loader.workers) + 1;  // and the step's own
+  const MemoryEstimate estimate =
+      estimate_step_memory(model, input, settings.precision.compute, settings.optim.adamw ? 2 : 1, in_flight);
+  const std::string warning = check_step_memory(estimate, *available, batch, settings.data.batch_size_origin);
+  if (!warning.empty()) log.warn(warning);
+}
+
+// The folder of a new run is removed again when the run is refused before its first step (a config
+// error, data that do not fit, a batch too large), so that refusals leave no near-empty folders in
+// runs/: nothing was trained, and the error is on the console.
+class RemoveIfRefused {
+ public:
+  explicit RemoveIfRefused(const RunFolder& folder, bool main_rank) : dir_(folder.created && main_rank ? folder.dir : "") {}
+  ~RemoveIfRefused() {
+    std::error_code ignored;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
+  }
+  RemoveIfRefused(const RemoveIfRefused&) = delete;
+  RemoveIfRefused& operator=(const RemoveIfRefused&) = delete;
+  void training_starts() { dir_.clear(); }
+
+ private:
+  std::filesystem::path dir_;
+};
+
 TrainSummary run_on_this_rank(const TrainSettings& settings, const TrainRunOptions& options, DataParallel& data_parallel) {
   const bool main_rank = data_parallel.world().is_main();
   const RunFolder folder = open_shared_run_folder(settings, options.resume, data_parallel);
+  RemoveIfRefused remove_if_refused(folder, main_rank);
   std::ostream no_output(nullptr);  // ranks other than 0 show nothing (their errors end the job, with their rank)
   std::ostream& out = !main_rank ? no_output : options.console ? *options.console : std::cout;
   // Under a launcher, standard output is a pseudo-terminal of the launcher's (OpenMPI makes one even
@@ -216,6 +254,7 @@ TrainSummary run_on_this_rank(const TrainSettings& settings, const TrainRunOptio
   if (saved) check_resume_keys(*saved, folder.resume_from, settings, log);
   TrainingData data = open_training_data(settings, log);
   Learner learner = build_learner(settings, data.steps_per_epoch, log);
+  check_memory(settings, *learner.model, data, log);
   RunProgress progress;
   if (saved) progress = restore_learner(learner, *saved, folder.resume_from, log);
   saved.reset();  // its tensors are the learner's now
@@ -232,6 +271,7 @@ TrainSummary run_on_this_rank(const TrainSettings& settings, const TrainRunOptio
            std::to_string(data.batches_per_epoch) + " batches of " + std::to_string(data.batch_size) +
            (world.distributed() ? " per rank" : "") + " per epoch; run folder " + folder.dir.string());
   Trainer trainer(settings, options, folder, console, log, metrics, data, learner, progress, data_parallel);
+  remove_if_refused.training_starts();
   return trainer.run();
 }
 }  // namespace

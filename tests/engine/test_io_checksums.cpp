@@ -66,6 +66,9 @@ TEST_CASE("CRC32C gives the published check values and continues over split buff
   const std::string zeros(32, '\0'), ones(32, '\xff');
   CHECK(crc32c(zeros) == 0x8A9136AAu);  // RFC 3720 (iSCSI), B.4
   CHECK(crc32c(ones) == 0x62A8AB43u);
+  unsigned char ascending[32];
+  for (int i = 0; i < 32; ++i) ascending[i] = static_cast<unsigned char>(i);
+  CHECK(crc32c(ascending, 32) == 0x46DD794Eu);
   const std::string text = "The quick brown fox jumps over the lazy dog";
   CHECK(crc32c_extend(crc32c(text.substr(0, 13)), text.data() + 13, text.size() - 13) == crc32c(text));
   CHECK(crc32c_hex(0x0a1b2c3du) == "0a1b2c3d");

@@ -8,9 +8,14 @@
 #include <cstring>
 
 #include "engine/error.h"
-#include "train/log/crc32c.h"
+#include "engine/io/crc32c.h"
 
 namespace cnn::train {
+
+uint32_t masked_crc32c(const void* data, size_t size) {
+  const uint32_t crc = io::crc32c(data, size);
+  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
 
 namespace {
 // Wire types: 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32.
@@ -71,9 +76,9 @@ std::string tfrecord(const std::string& data) {
   std::string r;
   const uint64_t length = data.size();
   put_fixed(r, length);
-  put_fixed(r, mask_crc32c(crc32c(&length, sizeof length)));
+  put_fixed(r, masked_crc32c(&length, sizeof length));
   r += data;
-  put_fixed(r, mask_crc32c(crc32c(data.data(), data.size())));
+  put_fixed(r, masked_crc32c(data.data(), data.size()));
   return r;
 }
 }  // namespace event_encoding

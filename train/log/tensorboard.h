@@ -11,6 +11,10 @@
 
 namespace cnn::train {
 
+// TFRecord's masked CRC-32C of `size` bytes: the checksum (engine/io/crc32c.h) rotated right by 15
+// bits plus 0xa282ead8, so that checksums of data that contain checksums stay well distributed.
+uint32_t masked_crc32c(const void* data, size_t size);
+
 class EventWriter {
  public:
   // Creates <dir>/events.out.tfevents.<seconds>.<host> (and dir, if needed).

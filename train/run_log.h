@@ -47,6 +47,8 @@ class RunMetrics {
   void write_step(int64_t step, int64_t epoch, const std::map<std::string, double>& numbers);
   // An epoch's numbers: a metrics.jsonl line of kind "epoch", scalars "epoch/<name>", then a flush.
   void write_epoch(int64_t step, int64_t epoch, const std::map<std::string, double>& numbers);
+  // The TensorBoard writer, for images and histograms; null with [log] tensorboard = false.
+  EventWriter* events() { return events_.get(); }
 
  private:
   void add_scalars(const std::string& prefix, int64_t step, const std::map<std::string, double>& numbers);

@@ -186,7 +186,10 @@ TrainSettings from_config(const Config& config, const distributed::World& world)
                   .progress = parse_progress_mode(config.text("log.progress")),
                   .every_steps = config.integer("log.every_steps"),
                   .jsonl = config.boolean("log.jsonl"),
-                  .tensorboard = config.boolean("log.tensorboard")};
+                  .tensorboard = config.boolean("log.tensorboard"),
+                  .images = config.boolean("log.images"),
+                  .histogram_every = config.integer("log.histogram_every"),
+                  .report = config.boolean("log.report")};
   settings.distributed = {.world = world,
                           .bucket_bytes = config.real("distributed.bucket_mb") * (1 << 20),
                           .timeout_seconds = config.real("distributed.timeout_s")};

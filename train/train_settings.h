@@ -147,6 +147,9 @@ struct LogSettings {
   int64_t every_steps = 50;
   bool jsonl = true;
   bool tensorboard = true;
+  bool images = true;           // train/pictures/run_pictures.h
+  int64_t histogram_every = 0;  // epochs; 0: none
+  bool report = true;           // report.html
 };
 
 struct TrainSettings {

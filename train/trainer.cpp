@@ -21,6 +21,8 @@
 #include "train/divergence.h"
 #include "train/interrupt.h"
 #include "train/memory_estimate.h"
+#include "train/pictures/report_html.h"
+#include "train/pictures/run_pictures.h"
 #include "train/log/progress_format.h"
 #include "train/learner.h"
 #include "train/log/console.h"
@@ -117,7 +119,8 @@ class Trainer {
           RunMetrics& metrics, TrainingData& data, Learner& learner, RunProgress progress, DataParallel& data_parallel)
       : settings_(settings), options_(options), folder_(folder), console_(console), log_(log), metrics_(metrics), data_(data),
         learner_(learner), progress_(progress), saved_position_(progress), data_parallel_(data_parallel), world_size_(data_parallel.world().world_size),
-        first_epoch_(progress.epochs_done), guard_(log, folder.last_checkpoint(), settings.precision.fp16()) {
+        first_epoch_(progress.epochs_done), guard_(log, folder.last_checkpoint(), settings.precision.fp16()),
+        pictures_(settings, folder.dir, metrics.events(), data.class_names, settings.log.images && data_parallel.world().is_main()) {
     summary_.run_dir = folder.dir;
     if (progress.step > 0 && progress.world_size != world_size_) {
       // Steps of another number of ranks: counted anew in steps of this run's global batch, so that
@@ -168,6 +171,7 @@ class Trainer {
   const int64_t world_size_;
   const int64_t first_epoch_;
   DivergenceGuard guard_;
+  RunPictures pictures_;
   TrainSummary summary_;
   const Clock::time_point run_start_ = Clock::now();
   double wait_seconds_ = 0, compute_seconds_ = 0;  // of the loader, over all epochs
@@ -380,6 +384,7 @@ EpochProgress Trainer::train_epoch(int64_t epoch) {
                                  .epoch = epoch,
                                  .index = this_epoch.batches_done,
                                  .reducer = last_of_step ? data_parallel_.reducer() : nullptr};
+    pictures_.first_batch(micro_batch, progress_.step);  // the run's first batch only
     const Tensor loss = forward_backward(learner_, micro_batch, settings_);
     {
       NoGrad no_grad;
@@ -389,7 +394,13 @@ EpochProgress Trainer::train_epoch(int64_t epoch) {
     this_epoch.images += batch->size();
     if (++this_epoch.micro_batches % accumulate != 0) continue;
 
-    guard_.record(optimizer_step(learner_, progress_.step, optim.clip_grad_norm, options_.on_gradients, data_parallel_));
+    GradientHook on_gradients = options_.on_gradients;
+    if (this_epoch.micro_batches == accumulate && pictures_.histograms_due(epoch))  // the epoch's first step
+      on_gradients = [&](int64_t step, const std::vector<Tensor>& gradients) {
+        pictures_.histograms(*learner_.model, learner_.scaler.scale(), step);
+        if (options_.on_gradients) options_.on_gradients(step, gradients);
+      };
+    guard_.record(optimizer_step(learner_, progress_.step, optim.clip_grad_norm, on_gradients, data_parallel_));
     ++progress_.step;
     after_step(this_epoch);
     if (settings_.loop.max_steps > 0 && progress_.step >= settings_.loop.max_steps) {
@@ -473,7 +484,11 @@ void Trainer::end_epoch(const EpochProgress& epoch) {
   line.figures.data_wait = wait_fraction;
   line.figures.elapsed_seconds = epoch_seconds;
   line.figures.epoch_eta_seconds = std::nan("");
-  std::map<std::string, double> numbers = {{"train_loss", train_loss}, {"epoch_seconds", epoch_seconds}};
+  std::map<std::string, double> numbers = {{"train_loss", train_loss},
+                                           {"epoch_seconds", epoch_seconds},
+                                           {"lr", line.figures.lr},
+                                           {"images_per_second", line.figures.images_per_second},
+                                           {"data_wait", wait_fraction}};
   const bool last = number == epochs || epoch.reached_max_steps || epoch.interrupted;
   // A run stopped by Ctrl-C does not validate: the person wants it to stop now.
   const bool validate_now =
@@ -481,6 +496,7 @@ void Trainer::end_epoch(const EpochProgress& epoch) {
   const bool improved = validate_now && validate_epoch(epoch.epoch, line, numbers);
   log_.summary(format_epoch_line(line));
   metrics_.write_epoch(progress_.step, epoch.epoch, numbers);
+  if (settings_.log.report && data_parallel_.world().is_main()) write_report(folder_.dir / "report.html", {read_run(folder_.dir)});
 
   // A max_steps stop inside the epoch leaves it unfinished: a resume continues it from `step`.
   const bool unfinished = (epoch.reached_max_steps || epoch.interrupted) && epoch.batches_done < epoch.batches_in_epoch;
@@ -504,7 +520,8 @@ bool Trainer::validate_epoch(int64_t epoch, EpochLine& line, std::map<std::strin
   const Clock::time_point start = Clock::now();
   const int64_t batches = data_.validation_loader->steps_per_epoch();
   const Validation result = validate(*learner_.model, *data_.validation_loader, settings_.data.classes, settings_.compute.device, epoch,
-                                     data_parallel_.comm(), [&](int64_t done) { console_.validation_progress(done, batches); });
+                                     data_parallel_.comm(), [&](int64_t done) { console_.validation_progress(done, batches); },
+                                     settings_.log.images ? kMistakesShown : 0);
   validation_seconds_ += seconds_since(start);
   line.val_loss = result.loss;
   line.val_top1 = result.top1;
@@ -513,6 +530,7 @@ bool Trainer::validate_epoch(int64_t epoch, EpochLine& line, std::map<std::strin
   numbers["val_top1"] = result.top1;
   numbers["val_top5"] = result.top5;
   if (data_parallel_.world().is_main()) write_confusion(folder_.dir / "confusion.json", result, data_.class_names, epoch + 1);
+  pictures_.after_validation(result, progress_.step);
   summary_.last_top1 = result.top1;
   summary_.last_val_loss = result.loss;
   const bool lower_is_better = settings_.checkpoint.best_is_loss;

@@ -1,6 +1,9 @@
 // Validation and confusion.json (see validation.h).
 #include "train/validation.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -9,8 +12,23 @@
 
 namespace cnn::train {
 
+namespace {
+// Keeps the `capacity` most confident mistakes seen, most confident first.
+void consider_mistake(std::vector<Mistake>& kept, size_t capacity, double confidence, int64_t truth, int64_t predicted,
+                      const Tensor& batch_on_cpu, int64_t index) {
+  if (capacity == 0 || (kept.size() == capacity && confidence <= kept.back().confidence)) return;
+  const int64_t h = batch_on_cpu.size(1), w = batch_on_cpu.size(2), c = batch_on_cpu.size(3);
+  Tensor image = Tensor::empty({1, h, w, c}, batch_on_cpu.dtype());
+  const size_t bytes = image.nbytes();
+  std::memcpy(image.data(), static_cast<const char*>(batch_on_cpu.data()) + static_cast<size_t>(index) * bytes, bytes);
+  const auto at = std::find_if(kept.begin(), kept.end(), [&](const Mistake& m) { return confidence > m.confidence; });
+  kept.insert(at, Mistake{confidence, truth, predicted, image});
+  if (kept.size() > capacity) kept.pop_back();
+}
+}  // namespace
+
 Validation validate(Module& model, data::Loader& loader, int64_t classes, const Device& device, int64_t epoch,
-                    distributed::Communicator& comm, const std::function<void(int64_t)>& on_batch) {
+                    distributed::Communicator& comm, const std::function<void(int64_t)>& on_batch, int64_t keep_mistakes) {
   NoGrad no_grad;
   model.eval();
   Validation result;
@@ -24,6 +42,7 @@ Validation validate(Module& model, data::Loader& loader, int64_t classes, const 
     const Tensor labels = batch->labels.to(device);
     loss_sum += cross_entropy(logits, labels).item() * static_cast<double>(batch->size());
     const std::vector<double> scores = logits.to_doubles(), truth = batch->labels.to_doubles();
+    Tensor images_on_cpu;  // fetched once a mistake is kept from this batch
     for (int64_t i = 0; i < batch->size(); ++i) {
       const double* row = scores.data() + i * classes;
       const int64_t label = static_cast<int64_t>(truth[static_cast<size_t>(i)]);
@@ -35,6 +54,16 @@ Validation validate(Module& model, data::Loader& loader, int64_t classes, const 
       top1 += higher == 0;
       top5 += higher < 5;
       ++result.confusion[static_cast<size_t>(label * classes + best)];
+      if (best != label && keep_mistakes > 0) {
+        double normaliser = 0;  // softmax of the best class: 1 / sum exp(row - row[best])
+        for (int64_t k = 0; k < classes; ++k) normaliser += std::exp(row[k] - row[best]);
+        const double confidence = 1.0 / normaliser;
+        const auto capacity = static_cast<size_t>(keep_mistakes);
+        if (result.mistakes.size() < capacity || confidence > result.mistakes.back().confidence) {
+          if (!images_on_cpu.defined()) images_on_cpu = batch->images.to(Device::cpu());
+          consider_mistake(result.mistakes, capacity, confidence, label, best, images_on_cpu, i);
+        }
+      }
     }
     seen += batch->size();
     if (on_batch) on_batch(++batches);

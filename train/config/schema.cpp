@@ -167,6 +167,9 @@ std::vector<KeySpec> build_schema() {
       integer("log", "every_steps", "50", between(1, 1e9), "steps between progress lines and logged training metrics"),
       boolean("log", "tensorboard", "true", "write TensorBoard event files in the run folder"),
       boolean("log", "jsonl", "true", "write metrics.jsonl (one JSON object per line) in the run folder"),
+      boolean("log", "images", "true", "pictures of the run: the first augmented batch, the confusion matrix and the most confident mistakes as PNGs in the run folder and TensorBoard images"),
+      integer("log", "histogram_every", "0", between(0, 1e6), "epochs between TensorBoard histograms of each layer's weights and gradients (0: none)"),
+      boolean("log", "report", "true", "write report.html in the run folder after every epoch (curves, confusion matrix, per-class scores, pictures)"),
       // ---- distributed ----
       real("distributed", "bucket_mb", "25", above(0), "data-parallel runs: size of the gradient buckets all-reduced during backward, in MiB"),
       real("distributed", "timeout_s", "300", above(0), "data-parallel runs: a collective that waits longer than this for another rank ends the job"),

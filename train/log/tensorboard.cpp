@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -51,6 +52,14 @@ std::string event_header(double wall_time, int64_t step) {
   }
   return e;
 }
+// An Event holding a Summary with one Value (already encoded).
+std::string summary_event(double wall_time, int64_t step, const std::string& value) {
+  std::string summary;  // Summary: 1 value (repeated Value)
+  put_bytes(summary, 1, value);
+  std::string e = event_header(wall_time, step);
+  put_bytes(e, 5, summary);
+  return e;
+}
 }  // namespace
 
 namespace event_encoding {
@@ -65,11 +74,60 @@ std::string scalar_event(double wall_time, int64_t step, const std::string& tag,
   put_bytes(v, 1, tag);
   put_tag(v, 2, 5);
   put_fixed(v, value);
-  std::string summary;  // Summary: 1 value (repeated Value)
-  put_bytes(summary, 1, v);
-  std::string e = event_header(wall_time, step);
-  put_bytes(e, 5, summary);
-  return e;
+  return summary_event(wall_time, step, v);
+}
+
+std::string image_event(double wall_time, int64_t step, const std::string& tag, const std::vector<uint8_t>& png, int height,
+                        int width, int channels) {
+  std::string image;  // Summary.Image: 1 height, 2 width, 3 colorspace (channels), 4 encoded_image_string
+  put_tag(image, 1, 0);
+  put_varint(image, static_cast<uint64_t>(height));
+  put_tag(image, 2, 0);
+  put_varint(image, static_cast<uint64_t>(width));
+  put_tag(image, 3, 0);
+  put_varint(image, static_cast<uint64_t>(channels));
+  put_bytes(image, 4, std::string(png.begin(), png.end()));
+  std::string v;  // Summary.Value: 1 tag, 4 image
+  put_bytes(v, 1, tag);
+  put_bytes(v, 4, image);
+  return summary_event(wall_time, step, v);
+}
+
+std::string histogram_event(double wall_time, int64_t step, const std::string& tag, const std::vector<double>& values,
+                            int buckets) {
+  double lo = values.empty() ? 0.0 : values.front(), hi = lo, sum = 0, squares = 0;
+  for (const double x : values) {
+    lo = std::min(lo, x);
+    hi = std::max(hi, x);
+    sum += x;
+    squares += x * x;
+  }
+  // Equal-width buckets; bucket i counts values up to bucket_limit[i] (the last one includes hi).
+  const int n = std::max(1, buckets);
+  const double width = hi > lo ? (hi - lo) / n : 1.0;
+  std::vector<double> counts(static_cast<size_t>(n), 0.0);
+  for (const double x : values) counts[static_cast<size_t>(std::clamp(static_cast<int>((x - lo) / width), 0, n - 1))] += 1;
+  std::string limits, bucket_counts;
+  for (int i = 0; i < n; ++i) {
+    put_fixed(limits, i == n - 1 ? std::max(hi, lo + width * n) : lo + width * (i + 1));
+    put_fixed(bucket_counts, counts[static_cast<size_t>(i)]);
+  }
+  std::string h;  // HistogramProto: 1 min, 2 max, 3 num, 4 sum, 5 sum_squares, 6 bucket_limit, 7 bucket (packed)
+  const auto put_double = [&](int field, double x) {
+    put_tag(h, field, 1);
+    put_fixed(h, x);
+  };
+  put_double(1, lo);
+  put_double(2, hi);
+  put_double(3, static_cast<double>(values.size()));
+  put_double(4, sum);
+  put_double(5, squares);
+  put_bytes(h, 6, limits);
+  put_bytes(h, 7, bucket_counts);
+  std::string v;  // Summary.Value: 1 tag, 5 histo
+  put_bytes(v, 1, tag);
+  put_bytes(v, 5, h);
+  return summary_event(wall_time, step, v);
 }
 
 std::string tfrecord(const std::string& data) {
@@ -103,6 +161,15 @@ EventWriter::EventWriter(const std::filesystem::path& dir) {
 void EventWriter::add_scalar(const std::string& tag, double value, int64_t step, double wall_time) {
   write_record(event_encoding::scalar_event(wall_time < 0 ? wall_time_now() : wall_time, step, tag,
                                             static_cast<float>(value)));
+}
+
+void EventWriter::add_image(const std::string& tag, const std::vector<uint8_t>& png, int height, int width, int channels,
+                            int64_t step) {
+  write_record(event_encoding::image_event(wall_time_now(), step, tag, png, height, width, channels));
+}
+
+void EventWriter::add_histogram(const std::string& tag, const std::vector<double>& values, int64_t step, int buckets) {
+  write_record(event_encoding::histogram_event(wall_time_now(), step, tag, values, buckets));
 }
 
 void EventWriter::flush() { out_.flush(); }

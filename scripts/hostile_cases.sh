@@ -1,0 +1,109 @@
+#!/bin/sh
+# The hostile-input case table: the cases of the hardening review, run against the built programs,
+# one markdown row each (what was done, what is expected, the exit status, pass/FAIL, the first line
+# the program said). Every case also has a regression test in the suite; this script is the
+# end-to-end view for a person. Needs the Fashion-MNIST package (dataset-fashion-mnist) and python3.
+# Usage: scripts/hostile_cases.sh [BUILD_DIR]   (default: build)
+set -u
+cd "$(dirname "$0")/.."
+bin=${1:-build}/apps
+fashion=/usr/share/datasets/fashion-mnist
+[ -d "$fashion" ] || { echo "hostile_cases: $fashion is missing (apt-get install dataset-fashion-mnist)"; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+train="$bin/cnn_train configs/fashion_mnist.ini --set run.dir=$work/runs --set log.level=quiet --set train.threads=2"
+
+# case NAME EXPECT_RC PATTERN COMMAND...: runs the command (120 s at most) and checks its exit status
+# and that its output matches PATTERN (an extended regular expression; "" for any).
+case_row() {
+  name=$1 want=$2 pattern=$3
+  shift 3
+  timeout 120 sh -c "$*" >"$work/out" 2>&1
+  rc=$?
+  said=$(grep -m1 -E "cnn_|error|refus|skipp|warn" "$work/out" | cut -c1-150 | tr '|' '/')
+  verdict=pass
+  [ "$rc" = "$want" ] || verdict=FAIL
+  if [ -n "$pattern" ] && ! grep -qE "$pattern" "$work/out"; then verdict=FAIL; fi
+  [ "$verdict" = pass ] || failures=$((failures + 1))
+  echo "| $name | rc $want, /$pattern/ | $rc | $verdict | $said |"
+}
+
+python3 - "$work" <<'PY'
+import os, struct, sys, zlib
+work = sys.argv[1]
+def png(path, w, h):
+    raw = b"".join(b"\0" + bytes((x * 7 + y) % 256 for x in range(w)) for y in range(h))
+    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+    open(path, "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0)) +
+                           chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+for c in ("cat", "dog"):
+    os.makedirs(f"{work}/folder/{c}", exist_ok=True)
+    for i in range(8):
+        png(f"{work}/folder/{c}/{i}.png", 40, 40)
+png(f"{work}/folder/cat/large.png", 2000, 2000)
+os.symlink("loop2.png", f"{work}/folder/cat/loop1.png"); os.symlink("loop1.png", f"{work}/folder/cat/loop2.png")
+os.symlink("..", f"{work}/folder/dog/up")
+# A JPEG header that claims 65000 x 65000 pixels: SOI, a baseline SOF0, then nothing.
+open(f"{work}/bomb.jpg", "wb").write(b"\xff\xd8\xff\xc0\x00\x11\x08" + struct.pack(">HH", 65000, 65000) +
+                                     b"\x03\x01\x22\x00\x02\x11\x01\x03\x11\x01" + b"\0" * 2400)
+os.makedirs(f"{work}/bombs/a", exist_ok=True)
+for i in range(3):
+    open(f"{work}/bombs/a/{i}.jpg", "wb").write(open(f"{work}/bomb.jpg", "rb").read())
+os.makedirs(f"{work}/corrupt/a", exist_ok=True); os.makedirs(f"{work}/corrupt/b", exist_ok=True)
+for c in "ab":
+    for i in range(6):
+        open(f"{work}/corrupt/{c}/{i}.jpg", "wb").write(b"not an image")
+# An IDX file with a wrong magic.
+os.makedirs(f"{work}/badidx", exist_ok=True)
+for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+    open(f"{work}/badidx/{name}", "wb").write(b"\x12\x34\x56\x78" + b"\0" * 64)
+open(f"{work}/long.ini", "w").write("[model]\n; " + "x" * 5000 + "\nname = compact_cnn\n")
+open(f"{work}/spaces.ini", "w").write(open("configs/fashion_mnist.ini").read().replace("[model]", "[ model ]"))
+open(f"{work}/bom.ini", "wb").write(b"\xef\xbb\xbf" + open("configs/fashion_mnist.ini", "rb").read())
+PY
+
+echo "| case | expected | rc | verdict | first line said |"
+echo "| --- | --- | --- | --- | --- |"
+folder="--set data.format=folder --set data.path=$work/folder --set data.val_path= --set model.num_classes=2 --set data.image_size=28 --set train.max_steps=2"
+case_row "image folder with symlink loops and a 2000x2000 PNG" 0 "" "$train $folder"
+case_row "cnn_pack of that folder, --size 32" 0 "" "$bin/cnn_pack $work/folder $work/folder.h5 --size 32"
+case_row "cnn_pack --check of 3 decompression-bomb JPEGs (65000x65000 headers)" 0 "3" "$bin/cnn_pack --check $work/bombs"
+case_row "every training image corrupt" 1 "corrupt|unreadable" "$train --set data.format=folder --set data.path=$work/corrupt --set data.val_path= --set model.num_classes=2 --set data.image_size=28"
+case_row "data.batch_size = 65536, drop_last = false" 1 "needs about" "$train --set data.batch_size=65536 --set data.drop_last=false"
+case_row "train.accumulate = 1024 (234 batches an epoch)" 1 "accumulate" "$train --set train.accumulate=1024"
+case_row "[ model ] with spaces inside the brackets" 0 "" "$bin/cnn_train $work/spaces.ini --set run.dir=$work/runs --set log.level=quiet --set train.max_steps=2"
+case_row "a UTF-8 byte-order mark at the start of the config" 0 "" "$bin/cnn_train $work/bom.ini --set run.dir=$work/runs --set log.level=quiet --set train.max_steps=2"
+case_row "a directory given as the config" 1 "directory|folder" "$bin/cnn_train $work"
+case_row "a 5000-character comment line" 1 "unknown|missing|required|data" "$bin/cnn_train $work/long.ini --set run.dir=$work/runs"
+case_row "IDX files with a wrong magic" 1 "magic" "$train --set data.path=$work/badidx --set data.val_path="
+case_row "format = packed pointed at a folder" 1 "folder|directory" "$train --set data.format=packed --set data.path=$work/folder --set data.val_path="
+case_row "cnn_infer --topk 0" 106 "" "$bin/cnn_infer --checkpoint x.h5 --topk 0 y.png"
+
+# Checkpoints: a short run, then damaged copies.
+$train --set train.max_steps=5 --set run.name=ckpt >/dev/null 2>&1
+ckpt=$(ls -d "$work"/runs/*_ckpt)/last.h5
+refused=0 identical=0 other=0
+for seed in $(seq 1 80); do
+  cp "$ckpt" "$work/damaged.h5"
+  python3 - "$work/damaged.h5" "$seed" <<'PY'
+import os, random, sys
+path, seed = sys.argv[1], int(sys.argv[2])
+r = random.Random(seed); size = os.path.getsize(path)
+with open(path, "r+b") as f:
+    for _ in range(4):
+        at = r.randrange(size); f.seek(at); b = f.read(1); f.seek(at); f.write(bytes([b[0] ^ r.randrange(1, 256)]))
+PY
+  timeout 60 "$bin/cnn_infer" --checkpoint "$work/damaged.h5" "$work/folder/cat/0.png" >"$work/infer_out" 2>&1
+  rc=$?
+  if [ $rc = 1 ] && grep -q "damaged\|corrupt\|checksum" "$work/infer_out"; then refused=$((refused + 1))
+  elif [ $rc = 0 ]; then identical=$((identical + 1))
+  else other=$((other + 1)); fi
+done
+verdict=pass; [ $other = 0 ] || { verdict=FAIL; failures=$((failures + 1)); }
+echo "| 80 checkpoints with 4 random bytes changed, loaded by cnn_infer | refused (checksums) or unchanged | - | $verdict | $refused refused, $identical loaded (bytes in padding), $other other (crash or unclear) |"
+case_row "resume of a finished run" 0 "nothing" "$bin/cnn_train configs/fashion_mnist.ini --set run.dir=$work/runs --set train.max_steps=5 --resume $(dirname "$ckpt")"
+case_row "resume with another batch size" 1 "batch_size" "$bin/cnn_train configs/fashion_mnist.ini --set run.dir=$work/runs --set train.max_steps=10 --set data.batch_size=128 --resume $(dirname "$ckpt")"
+echo
+echo "hostile_cases: $failures case(s) failed"
+[ "$failures" = 0 ]

@@ -59,8 +59,9 @@ std::string read_string_attribute(hid_t object, const char* name, const std::str
   CNN_CHECK(H5Aexists(object, name) > 0, path, " has no '", name, "' attribute; it was not written by cnn_pack");
   H5 attr(H5Aopen(object, name, H5P_DEFAULT), H5Aclose, std::string("opening attribute ") + name);
   H5 type(H5Aget_type(attr.get()), H5Tclose, "attribute type");
-  CNN_CHECK(H5Tget_class(type.get()) == H5T_STRING && !H5Tis_variable_str(type.get()), path, ": attribute ", name,
-            " is not a fixed-length string");
+  CNN_CHECK(H5Tget_class(type.get()) == H5T_STRING && !H5Tis_variable_str(type.get()), path,
+            " is not a packed dataset: its '", name, "' attribute is not the one cnn_pack writes (a training checkpoint or ",
+            "weights file, or another program's HDF5 file?); make a packed dataset with cnn_pack");
   std::string value(H5Tget_size(type.get()), '\0');
   check(H5Aread(attr.get(), type.get(), value.data()), std::string("reading attribute ") + name);
   while (!value.empty() && value.back() == '\0') value.pop_back();

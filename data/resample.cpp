@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #if defined(__SSE2__)
@@ -66,8 +67,10 @@ F4 load4(const float* p) {
 }
 void store4(float* p, const F4& v) { std::memcpy(p, &v, sizeof v); }
 
-// Taps per output index at most: 2 ceil(radius) + 1 with the radius below 31 (shrinking < 30x).
+// Taps per output index at most: 2 ceil(radius) + 1 with the radius below 31 (shrinking < 30x);
+// larger shrinks are box-reduced first (resample()).
 constexpr int kMaxTaps = 64;
+constexpr int kMaxShrink = 30;
 
 struct Taps {
   int stride = 0;              // weights stored per output index (the filter's width)
@@ -253,6 +256,42 @@ void vertical_pass(const float* const* rows, const float* w, int taps, uint8_t* 
     vertical_block<kVectors>(rows, static_cast<size_t>(i), w, taps, dst + i, 4 * kVectors);
   for (; i < elems; i += 4) vertical_block<1>(rows, static_cast<size_t>(i), w, taps, dst + i, std::min(4, elems - i));
 }
+// The block size for shrinking `in` pixels to `out`: the largest factor between a quarter and a half
+// of the shrink that divides `in` with the smallest remainder, and that remainder (trimmed from the
+// box, half on each side: less than a quarter of an output pixel), so that every block is whole.
+std::pair<int, int> reduce_factor(int in, int out) {
+  const int ratio = in / out;
+  int best = std::max(1, ratio / 2);
+  for (int f = std::max(1, ratio / 2); f >= std::max(1, ratio / 4); --f)
+    if (in % f < in % best) best = f;
+  return {best, in % best};
+}
+
+// Each fy x fx block of `box` averaged into one pixel (rounded to nearest); the blocks of the last
+// row and column may be smaller and are averaged over the pixels they have, like PIL's reduce().
+Image box_reduce(const Image& source, const Box& box, int fy, int fx) {
+  const int h = (box.height + fy - 1) / fy, w = (box.width + fx - 1) / fx, c = source.channels;
+  Image out(h, w, c);
+  std::vector<uint32_t> sums(static_cast<size_t>(w) * c);
+  for (int y = 0; y < h; ++y) {
+    std::fill(sums.begin(), sums.end(), 0u);
+    const int y0 = box.top + y * fy, y1 = std::min(box.top + box.height, y0 + fy);
+    for (int sy = y0; sy < y1; ++sy) {
+      const uint8_t* row = source.row(sy);
+      for (int x = 0; x < w; ++x) {
+        const int x0 = box.left + x * fx, x1 = std::min(box.left + box.width, x0 + fx);
+        for (int sx = x0; sx < x1; ++sx)
+          for (int ch = 0; ch < c; ++ch) sums[static_cast<size_t>(x) * c + ch] += row[static_cast<size_t>(sx) * c + ch];
+      }
+    }
+    for (int x = 0; x < w; ++x) {
+      const int x0 = box.left + x * fx, x1 = std::min(box.left + box.width, x0 + fx);
+      const uint32_t n = static_cast<uint32_t>((y1 - y0) * (x1 - x0));
+      for (int ch = 0; ch < c; ++ch) out.at(y, x, ch) = static_cast<uint8_t>((sums[static_cast<size_t>(x) * c + ch] + n / 2) / n);
+    }
+  }
+  return out;
+}
 }  // namespace
 
 Image resample(const Image& source, const Box& box, int out_h, int out_w, bool mirror) {
@@ -262,8 +301,16 @@ Image resample(const Image& source, const Box& box, int out_h, int out_w, bool m
                 box.left + box.width <= source.width,
             "resample: box ", box.height, "x", box.width, " at (", box.top, ", ", box.left, ") is outside the ",
             source.size_str(), " image");
-  CNN_CHECK(std::max(box.height / out_h, box.width / out_w) < 30, "resample: shrinking ", box.height, "x", box.width,
-            " to ", out_h, "x", out_w, " is beyond the filter's 30x limit; resize in steps");
+  if (std::max(box.height / out_h, box.width / out_w) >= kMaxShrink) {
+    // Beyond the filter's reach (a large photo to a small crop): average blocks of whole pixels
+    // first, leaving a shrink of 2x to 4x for the filter, as PIL's reducing_gap = 2 does. Below
+    // the limit nothing changes, so the results that match PIL and torchvision stay bitwise.
+    const auto [fy, trim_y] = reduce_factor(box.height, out_h);
+    const auto [fx, trim_x] = reduce_factor(box.width, out_w);
+    const Box whole{box.top + trim_y / 2, box.left + trim_x / 2, box.height - trim_y, box.width - trim_x};
+    const Image reduced = box_reduce(source, whole, fy, fx);
+    return resample(reduced, Box{0, 0, reduced.height, reduced.width}, out_h, out_w, mirror);
+  }
   Taps across = make_taps(source.width, box.left, box.width, out_w);
   if (mirror) reverse_outputs(across);
   const Taps down = make_taps(source.height, box.top, box.height, out_h);

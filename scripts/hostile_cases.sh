@@ -65,11 +65,11 @@ PY
 
 echo "| case | expected | rc | verdict | first line said |"
 echo "| --- | --- | --- | --- | --- |"
-folder="--set data.format=folder --set data.path=$work/folder --set data.val_path= --set model.num_classes=2 --set data.image_size=28 --set train.max_steps=2"
+folder="--set data.batch_size=4 --set data.format=folder --set data.path=$work/folder --set data.val_path= --set model.num_classes=2 --set data.image_size=28 --set train.max_steps=2"
 case_row "image folder with symlink loops and a 2000x2000 PNG" 0 "" "$train $folder"
 case_row "cnn_pack of that folder, --size 32" 0 "" "$bin/cnn_pack $work/folder $work/folder.h5 --size 32"
-case_row "cnn_pack --check of 3 decompression-bomb JPEGs (65000x65000 headers)" 0 "3" "$bin/cnn_pack --check $work/bombs"
-case_row "every training image corrupt" 1 "corrupt|unreadable" "$train --set data.format=folder --set data.path=$work/corrupt --set data.val_path= --set model.num_classes=2 --set data.image_size=28"
+case_row "cnn_pack --check of 3 decompression-bomb JPEGs (65000x65000 headers)" 1 "3 unreadable" "$bin/cnn_pack --check $work/bombs"
+case_row "every training image corrupt" 1 "corrupt|unreadable" "$train --set data.batch_size=4 --set data.format=folder --set data.path=$work/corrupt --set data.val_path= --set model.num_classes=2 --set data.image_size=28"
 case_row "data.batch_size = 65536, drop_last = false" 1 "needs about" "$train --set data.batch_size=65536 --set data.drop_last=false"
 case_row "train.accumulate = 1024 (234 batches an epoch)" 1 "accumulate" "$train --set train.accumulate=1024"
 case_row "[ model ] with spaces inside the brackets" 0 "" "$bin/cnn_train $work/spaces.ini --set run.dir=$work/runs --set log.level=quiet --set train.max_steps=2"
@@ -78,7 +78,7 @@ case_row "a directory given as the config" 1 "directory|folder" "$bin/cnn_train 
 case_row "a 5000-character comment line" 1 "unknown|missing|required|data" "$bin/cnn_train $work/long.ini --set run.dir=$work/runs"
 case_row "IDX files with a wrong magic" 1 "magic" "$train --set data.path=$work/badidx --set data.val_path="
 case_row "format = packed pointed at a folder" 1 "folder|directory" "$train --set data.format=packed --set data.path=$work/folder --set data.val_path="
-case_row "cnn_infer --topk 0" 106 "" "$bin/cnn_infer --checkpoint x.h5 --topk 0 y.png"
+case_row "cnn_infer --topk 0" 105 "at least 1|>= 1|whole number" "$bin/cnn_infer --checkpoint x.h5 --topk 0 y.png"
 
 # Checkpoints: a short run, then damaged copies.
 $train --set train.max_steps=5 --set run.name=ckpt >/dev/null 2>&1

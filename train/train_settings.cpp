@@ -30,6 +30,11 @@ std::string dataset_spec(const Config& config, const std::string& path, bool tra
   }
   if (format == "cifar")
     return (config.integer("model.num_classes") == 100 ? "cifar100:" : "cifar10:") + path + (train ? ":train" : ":test");
+  // A folder and format = packed disagree: say so rather than read the folder as an ImageFolder.
+  std::error_code ec;
+  CNN_CHECK(format != "packed" || !std::filesystem::is_directory(path, ec), config.origin("data.format"),
+            ": [data] format = packed but '", path,
+            "' is a folder; give the .h5 file that cnn_pack wrote (or set format = folder to read the folder's images)");
   return path;  // folder (a directory), packed (.h5) or list files are recognised by open_dataset
 }
 

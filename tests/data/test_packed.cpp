@@ -10,6 +10,7 @@
 #include "data/file_dataset.h"
 #include "data/loader.h"
 #include "data/packed_dataset.h"
+#include "engine/io/hdf5.h"
 #include "fixtures.h"
 
 using namespace cnn;
@@ -127,4 +128,18 @@ TEST_CASE("opening something that is not a packed dataset explains itself") {
   CHECK(error_message([&] { PackedDataset p(text); }).find("not an HDF5 file") != std::string::npos);
   CHECK(error_message([&] { PackedDataset p((dir.path() / "none.h5").string()); }).find("make one with cnn_pack") !=
         std::string::npos);
+}
+
+TEST_CASE("packed: a training checkpoint given as a packed dataset is named for what it is") {
+  // Before: "attribute format is not a fixed-length string".
+  TempDir dir;
+  io::TensorFile checkpoint;
+  checkpoint.attributes["format"] = std::string("cnn-checkpoint");
+  checkpoint.tensors.emplace_back("model/fc.weight", Tensor::zeros({2, 2}));
+  const std::filesystem::path path = dir.path() / "last.h5";
+  io::save_hdf5(path, checkpoint);
+  const std::string message = cnn::testing::error_message([&] { PackedDataset dataset(path.string()); });
+  CHECK(message.find("is not a packed dataset") != std::string::npos);
+  CHECK(message.find("a training checkpoint or weights file") != std::string::npos);
+  CHECK(message.find("make a packed dataset with cnn_pack") != std::string::npos);
 }

@@ -3,6 +3,7 @@
 // (seed, epoch, sample), shared with the GPU crop kernel's reference.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -37,6 +38,47 @@ TEST_CASE("resample: antialiased shrink and bilinear enlarge, hand-computed") {
   const Image pattern = pattern_image(9, 11, 3);
   CHECK(max_abs_diff(resample(pattern, {0, 0, 9, 11}, 9, 11), pattern) == 0);
   CHECK(error_message([&] { resample(pattern, {5, 0, 9, 11}, 4, 4); }).find("outside") != std::string::npos);
+}
+
+TEST_CASE("resample: a large photo to a small crop (30x and more) is box-reduced first, any size and ratio") {
+  // Before: "shrinking 2000x2000 to 28x28 is beyond the filter's 30x limit; resize in steps".
+  // A horizontal ramp against the exact antialiased result, computed in double without steps: the
+  // triangle filter of radius 2000/28 input pixels centred on each output pixel, weights normalised
+  // over the pixels inside the image. Within 2 levels (the block averages and the filter each round).
+  Image ramp(2000, 2000, 3);
+  for (int y = 0; y < 2000; ++y)
+    for (int x = 0; x < 2000; ++x)
+      for (int c = 0; c < 3; ++c) ramp.at(y, x, c) = static_cast<uint8_t>(std::lround(255.0 * x / 1999.0));
+  const Image small = resample(ramp, {0, 0, 2000, 2000}, 28, 28);
+  REQUIRE(small.height == 28);
+  REQUIRE(small.width == 28);
+  std::vector<double> exact(28);
+  const double scale = 2000.0 / 28.0;
+  for (int x = 0; x < 28; ++x) {
+    const double centre = (x + 0.5) * scale;
+    double sum = 0, weights = 0;
+    for (int i = std::max(0, static_cast<int>(centre - scale) - 1); i < std::min(2000, static_cast<int>(centre + scale) + 1); ++i) {
+      const double w = std::max(0.0, 1.0 - std::fabs((i + 0.5 - centre) / scale));
+      sum += w * std::lround(255.0 * i / 1999.0);
+      weights += w;
+    }
+    exact[static_cast<size_t>(x)] = sum / weights;
+  }
+  int worst = 0;
+  for (int y = 0; y < 28; ++y)
+    for (int x = 0; x < 28; ++x)
+      worst = std::max(worst, std::abs(small.at(y, x, 1) - static_cast<int>(std::lround(exact[static_cast<size_t>(x)]))));
+  CHECK(worst <= 2);
+  // Mirrored is the mirror image; one very long side (1 x N), and a box inside a larger image.
+  const Image mirrored = resample(ramp, {0, 0, 2000, 2000}, 28, 28, true);
+  CHECK(mirrored.at(5, 0, 0) == small.at(5, 27, 0));
+  Image line(1, 5000, 1);
+  std::fill(line.pixels.begin(), line.pixels.end(), uint8_t{77});
+  const Image short_line = resample(line, {0, 0, 1, 5000}, 1, 7);
+  CHECK(short_line.pixels == std::vector<uint8_t>(7, 77));
+  const Image corner = resample(ramp, {100, 1000, 1800, 999}, 20, 10);
+  CHECK(corner.width == 10);
+  CHECK(std::abs(corner.at(3, 0, 0) - static_cast<int>(std::lround(255.0 * (1000 + 49.95) / 1999.0))) <= 2);
 }
 
 TEST_CASE("Resize keeps the aspect ratio with the shorter side given (truncating the longer)") {

@@ -2,6 +2,8 @@
 // a config gives (train_settings.h).
 #include <doctest/doctest.h>
 
+#include <filesystem>
+
 #include "train/config/config.h"
 #include "train/train_settings.h"
 
@@ -58,4 +60,12 @@ TEST_CASE("settings of a rank: its own GPU, its shard, the global batch in the l
   CHECK(pinned.distributed.bucket_bytes == 4.0 * (1 << 20));
   CHECK(pinned.distributed.timeout_seconds == 20);
   CHECK(pinned.model.sync_bn);
+}
+
+TEST_CASE("settings: format = packed with a folder for its path is refused, naming the key and both ways out") {
+  // Before: the folder was read as an ImageFolder, and its first empty subfolder was the error.
+  const std::string folder = std::filesystem::temp_directory_path().string();
+  const std::string expected = "[data] format = packed but '" + folder + "' is a folder; give the .h5 file that cnn_pack wrote";
+  CHECK_THROWS_WITH_AS(from_config(Config::parse(kConfig, "dp.ini", {"data.format=packed", "data.path=" + folder})),
+                       doctest::Contains(expected.c_str()), Error);
 }

@@ -33,16 +33,18 @@ Tensor BatchNorm2d::forward_fused(const Tensor& x, BatchNormActivation activatio
   }
   Tensor mean = running_mean();
   Tensor var = running_var();
+  double momentum = momentum_;
   if (training() && replaying()) {
     // A checkpointed block replays its forward pass during backward: the running statistics were
     // already updated by the first pass, so the replay updates copies.
     mean = mean.clone();
     var = var.clone();
   } else if (training()) {
-    count_batch();
+    const int64_t batches = count_batch();
+    if (cumulative_) momentum = 1.0 / static_cast<double>(batches);
   }
   const auto affine = [&](const Tensor& p) { return p.dtype() == statistics ? p : cast(p, statistics); };
-  return batch_norm2d(x, affine(weight()), affine(bias()), mean, var, training(), momentum_, eps_, activation,
+  return batch_norm2d(x, affine(weight()), affine(bias()), mean, var, training(), momentum, eps_, activation,
                       residual, sync_.get());
 }
 
@@ -56,18 +58,24 @@ int sync_batch_norm(Module& model, const std::shared_ptr<distributed::Communicat
   return count;
 }
 
-void BatchNorm2d::count_batch() {
+void BatchNorm2d::reset_running_stats() {
+  NoGrad no_grad;
+  Tensor(running_mean()).fill_(0.0);
+  Tensor(running_var()).fill_(1.0);
+  Tensor(buffer(batches_)).fill_(0.0);
+  mirrored_buffer_ = nullptr;  // the host mirror reads the count again
+}
+
+int64_t BatchNorm2d::count_batch() {
   Tensor count = buffer(batches_);
-  if (count.device().is_cpu()) {
-    ++count.data_as<int64_t>()[0];
-    return;
-  }
+  if (count.device().is_cpu()) return ++count.data_as<int64_t>()[0];
   // On a device the count is mirrored on the host (read once per buffer) so that counting never waits.
   if (mirrored_buffer_ != count.data()) {
     batches_on_host_ = static_cast<int64_t>(count.item());
     mirrored_buffer_ = count.data();
   }
   count.fill_(static_cast<double>(++batches_on_host_));
+  return batches_on_host_;
 }
 
 int64_t BatchNorm2d::num_batches_tracked() const { return static_cast<int64_t>(buffer(batches_).item()); }

@@ -1,7 +1,8 @@
 // BatchNorm2d over NHWC activations: affine weight and bias [C] (initialised to 1 and 0) and the
 // buffers running_mean, running_var and num_batches_tracked (an i64 scalar), torchvision's names.
 // Training normalises with the batch statistics and updates the running ones (PyTorch's momentum
-// convention); eval uses the running statistics. forward_fused() applies the engine's fused
+// convention; or, with set_cumulative_average, PyTorch's momentum = None: the running statistics
+// are the plain average of every batch's since they were reset); eval uses the running statistics. forward_fused() applies the engine's fused
 // activation (ReLU, or residual add then ReLU) in the same pass. With a communicator set
 // (set_sync, or sync_batch_norm for a whole model) it is SyncBatchNorm: training statistics over the
 // batches of every rank.
@@ -35,6 +36,12 @@ class BatchNorm2d : public Module {
   int channels() const { return channels_; }
   double eps() const { return eps_; }
   double momentum() const { return momentum_; }
+  // PyTorch's momentum = None (what torch.optim.swa_utils.update_bn sets): batch n updates the
+  // running statistics with momentum 1/n, n counted by num_batches_tracked, so that they become
+  // the equal-weight average of the batches' statistics. false: back to momentum().
+  void set_cumulative_average(bool on) { cumulative_ = on; }
+  // Running mean 0, running variance 1, num_batches_tracked 0 (PyTorch's reset_running_stats).
+  void reset_running_stats();
   const Tensor& weight() const { return parameter(weight_); }
   const Tensor& bias() const { return parameter(bias_); }
   const Tensor& running_mean() const { return buffer(running_mean_); }
@@ -45,11 +52,12 @@ class BatchNorm2d : public Module {
   Tensor compute(const Tensor& x) override;
 
  private:
-  void count_batch();
+  int64_t count_batch();  // returns the new count
 
   int channels_;
   double eps_;
   double momentum_;
+  bool cumulative_ = false;
   size_t weight_, bias_, running_mean_, running_var_, batches_;
   int64_t batches_on_host_ = 0;            // mirror of num_batches_tracked for a device buffer...
   const void* mirrored_buffer_ = nullptr;  // ...whose memory is this

@@ -163,13 +163,16 @@ WeightsReport import_state(Module& model, const io::NamedTensors& tensors, Weigh
   return report;
 }
 
-void save_weights(const Module& model, const std::filesystem::path& path) {
+void save_weights(const Module& model, const std::filesystem::path& path, const std::map<std::string, std::string>& metadata) {
   check_extension(path);
   if (is_safetensors(path)) {
-    io::save_safetensors(path, export_state(model, WeightsLayout::torch), {{"format", "pt"}});
+    std::map<std::string, std::string> header = metadata;
+    header["format"] = "pt";
+    io::save_safetensors(path, export_state(model, WeightsLayout::torch), header);
   } else {
     io::TensorFile file;
     file.tensors = export_state(model, WeightsLayout::engine);
+    for (const auto& [key, value] : metadata) file.attributes[key] = value;
     file.attributes["layout"] = std::string("nhwc");
     io::save_hdf5(path, file);
   }

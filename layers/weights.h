@@ -7,6 +7,7 @@
 // `only_matching_shapes` loads what fits and reports the rest (transfer learning onto a new head).
 #pragma once
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,8 +35,9 @@ io::NamedTensors export_state(const Module& model, WeightsLayout layout);
 WeightsReport import_state(Module& model, const io::NamedTensors& tensors, WeightsLayout layout,
                            bool only_matching_shapes, const std::string& source);
 
-// By file extension: .h5/.hdf5 (engine layout) or .safetensors (torch layout).
-void save_weights(const Module& model, const std::filesystem::path& path);
+// By file extension: .h5/.hdf5 (engine layout) or .safetensors (torch layout). `metadata` goes into
+// the safetensors header's __metadata__ (or the HDF5 file's root attributes).
+void save_weights(const Module& model, const std::filesystem::path& path, const std::map<std::string, std::string>& metadata = {});
 WeightsReport load_weights(Module& model, const std::filesystem::path& path, bool only_matching_shapes = false);
 
 // [N,C,H,W] <-> [N,H,W,C] for 4-D tensors (CPU): OIHW <-> OHWI for conv weights, NCHW <-> NHWC for images.

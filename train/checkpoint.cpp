@@ -13,6 +13,8 @@ constexpr int64_t kFormatVersion = 1;
 const char* const kParams = "model/";
 const char* const kBuffers = "buffers/";
 const char* const kOptimizer = "optimizer/";
+const char* const kEma = "ema/";
+const char* const kSwa = "swa/";
 const char* const kSchedule = "trainer/lr_schedule";
 const char* const kScaler = "trainer/loss_scaler";
 
@@ -30,6 +32,8 @@ void save_checkpoint(const std::filesystem::path& path, const TrainingState& sta
   add_prefixed(file.tensors, kParams, state.params);
   add_prefixed(file.tensors, kBuffers, state.buffers);
   add_prefixed(file.tensors, kOptimizer, state.optimizer);
+  add_prefixed(file.tensors, kEma, state.ema);
+  add_prefixed(file.tensors, kSwa, state.swa);
   file.tensors.emplace_back(kSchedule, doubles_tensor(state.lr_schedule));
   file.tensors.emplace_back(kScaler, doubles_tensor(state.loss_scaler));
   file.attributes["format"] = std::string(kFormat);
@@ -42,6 +46,9 @@ void save_checkpoint(const std::filesystem::path& path, const TrainingState& sta
   file.attributes["best_metric"] = state.best_metric;
   file.attributes["config"] = state.config;
   file.attributes["class_names"] = state.class_names;
+  file.attributes["ema_updates"] = state.ema_updates;
+  file.attributes["swa_models"] = state.swa_models;
+  file.attributes["weights"] = state.weights;
   io::save_hdf5(path, file);
 }
 
@@ -60,7 +67,9 @@ TrainingState load_checkpoint(const std::filesystem::path& path) {
       into.emplace_back(name.substr(p.size()), t);
       return true;
     };
-    if (take(kParams, state.params) || take(kBuffers, state.buffers) || take(kOptimizer, state.optimizer)) continue;
+    if (take(kParams, state.params) || take(kBuffers, state.buffers) || take(kOptimizer, state.optimizer) || take(kEma, state.ema) ||
+        take(kSwa, state.swa))
+      continue;
     if (name == kSchedule) state.lr_schedule = t.to_doubles();
     if (name == kScaler) state.loss_scaler = t.to_doubles();
   }
@@ -72,6 +81,9 @@ TrainingState load_checkpoint(const std::filesystem::path& path) {
   state.best_metric = file.real("best_metric");
   state.config = file.text("config");
   state.class_names = file.texts("class_names");
+  if (file.has("ema_updates")) state.ema_updates = file.integer("ema_updates");
+  if (file.has("swa_models")) state.swa_models = file.integer("swa_models");
+  if (file.has("weights")) state.weights = file.text("weights");
   return state;
 }
 

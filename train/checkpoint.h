@@ -2,9 +2,12 @@
 // (engine/io/hdf5.h) written atomically (a crash mid-save leaves the previous checkpoint intact).
 //
 // Layout: datasets model/<param>, buffers/<buffer> (BatchNorm running statistics),
-// optimizer/<param>.<state>, trainer/lr_schedule and trainer/loss_scaler (f64 state vectors);
-// root attributes format = "cnn-checkpoint", format_version, epoch, step, seed, best_metric,
-// config (the resolved INI text), class_names, samples_in_epoch and world_size. h5py reads it as is.
+// optimizer/<param>.<state>, trainer/lr_schedule and trainer/loss_scaler (f64 state vectors),
+// ema/<name> and swa/<name> (the weight averages of train/ema.h and train/swa.h, when on); root
+// attributes format = "cnn-checkpoint", format_version, epoch, step, seed, best_metric, config (the
+// resolved INI text), class_names, samples_in_epoch, world_size, ema_updates, swa_models and
+// weights (which weights model/ and buffers/ hold: "live", or "ema" / "swa" for a best.h5 or swa.h5
+// of averaged weights). h5py reads it as is.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -20,6 +23,9 @@ struct TrainingState {
   io::NamedTensors params;     // model parameters
   io::NamedTensors buffers;    // non-trained model state
   io::NamedTensors optimizer;  // Optimizer::state()
+  io::NamedTensors ema, swa;   // the weight averages (empty when off; swa also before its first model)
+  int64_t ema_updates = 0, swa_models = 0;
+  std::string weights = "live";  // what params and buffers hold (weights_name of train/weight_average.h)
   int64_t epoch = 0;           // epochs completed
   int64_t step = 0;            // optimizer steps taken
   // Where the unfinished epoch `epoch` stands: samples of its order used by all ranks together (0 at

@@ -46,8 +46,36 @@ Learner build_learner(const TrainSettings& settings, int64_t steps_per_epoch, Ru
   std::unique_ptr<Optimizer> optimizer = build_optimizer(settings.optim, *model);
   ScheduleOptions schedule = settings.optim.schedule;
   schedule.steps_per_epoch = steps_per_epoch;
-  return {std::move(model), std::move(optimizer), LrSchedule(schedule), LossScaler(settings.precision.loss_scaler)};
+  Learner learner{std::move(model), std::move(optimizer), LrSchedule(schedule), LossScaler(settings.precision.loss_scaler), nullptr,
+                  nullptr};
+  if (settings.ema.on()) learner.ema = std::make_unique<Ema>(*learner.model, settings.ema);
+  if (settings.swa.on()) learner.swa = std::make_unique<Swa>(settings.swa);
+  return learner;
 }
+
+const WeightAverage* averaged_weights(const Learner& learner, Weights weights) {
+  if (weights == Weights::live) return nullptr;
+  const WeightAverage* average = weights == Weights::ema ? (learner.ema ? &learner.ema->average() : nullptr)
+                                                         : (learner.swa ? learner.swa->average() : nullptr);
+  CNN_CHECK(average, "the ", weights_name(weights), " weights were asked for, but the run has none");
+  return average;
+}
+
+namespace {
+// The weight averages of a checkpoint: restored when the run keeps them; an average the checkpoint
+// lacks (turned on at the resume) starts from the restored weights.
+void restore_averages(Learner& learner, const TrainingState& saved, const std::string& source, RunLog& log) {
+  if (learner.ema) {
+    if (!saved.ema.empty())
+      learner.ema->load(saved.ema, saved.ema_updates, source);
+    else {
+      learner.ema = std::make_unique<Ema>(*learner.model, learner.ema->settings());
+      log.info("the checkpoint has no EMA of the weights: the EMA starts from its weights");
+    }
+  }
+  if (learner.swa) learner.swa->load(*learner.model, saved.swa, saved.swa_models, source);
+}
+}  // namespace
 
 RunProgress restore_learner(Learner& learner, const TrainingState& saved, const std::filesystem::path& checkpoint, RunLog& log) {
   restore_tensors(saved.params, as_named(learner.model->named_parameters()), checkpoint.string());
@@ -55,6 +83,7 @@ RunProgress restore_learner(Learner& learner, const TrainingState& saved, const 
   learner.optimizer->load_state(saved.optimizer);
   learner.schedule.load_state(saved.lr_schedule);
   if (!saved.loss_scaler.empty()) learner.scaler.load_state(saved.loss_scaler);
+  restore_averages(learner, saved, checkpoint.string(), log);
   log.info("resumed from " + checkpoint.string() + " after epoch " + std::to_string(saved.epoch) + ", step " +
            std::to_string(saved.step));
   return {.epochs_done = saved.epoch,
@@ -65,8 +94,19 @@ RunProgress restore_learner(Learner& learner, const TrainingState& saved, const 
 }
 
 void save_learner(const std::filesystem::path& path, const Learner& learner, const RunProgress& progress, int64_t epochs_done,
-                  int64_t samples_in_epoch, const TrainSettings& settings, const std::vector<std::string>& class_names) {
+                  int64_t samples_in_epoch, const TrainSettings& settings, const std::vector<std::string>& class_names,
+                  Weights weights) {
+  const WeightSwap swap(*learner.model, averaged_weights(learner, weights));
   TrainingState state;
+  state.weights = weights_name(weights);
+  if (learner.ema) {
+    state.ema = learner.ema->average().tensors();
+    state.ema_updates = learner.ema->updates();
+  }
+  if (learner.swa && learner.swa->average()) {
+    state.swa = learner.swa->average()->tensors();
+    state.swa_models = learner.swa->models();
+  }
   state.params = as_named(learner.model->named_parameters());
   state.buffers = as_named(learner.model->named_buffers());
   state.optimizer = learner.optimizer->state();

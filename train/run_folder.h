@@ -20,6 +20,7 @@ struct RunFolder {
   bool created = false;               // this call made the folder (a new run, not a resume)
   std::filesystem::path last_checkpoint() const;  // dir/last.h5
   std::filesystem::path best_checkpoint() const;  // dir/best.h5
+  std::filesystem::path swa_checkpoint() const { return dir / "swa.h5"; }  // the SWA average at the end
 };
 
 // `resume_option` (the command line's --resume) overrides [checkpoint] resume when not empty.

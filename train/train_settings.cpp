@@ -18,6 +18,12 @@ void refuse_contradictions(const Config& config) {
   CNN_CHECK(!(config.boolean("augment.random_resized_crop") && config.integer("augment.crop_padding") > 0),
             config.origin("augment.crop_padding"), ": augment.crop_padding applies to the plain random crop; with ",
             "random_resized_crop = true it would be ignored: set one of them back");
+  CNN_CHECK(!(config.text("checkpoint.best_metric").starts_with("ema_") && config.real("ema.decay") == 0),
+            config.origin("checkpoint.best_metric"), ": [checkpoint] best_metric = ", config.text("checkpoint.best_metric"),
+            " needs the EMA of the weights: set [ema] decay (e.g. 0.9998), or best_metric = val_top1");
+  CNN_CHECK(config.integer("swa.start_epoch") <= config.integer("train.epochs"), config.origin("swa.start_epoch"),
+            ": [swa] start_epoch = ", config.integer("swa.start_epoch"), " comes after the last epoch (train.epochs = ",
+            config.integer("train.epochs"), "); lower it, or 0 for no SWA");
   CNN_CHECK(!config.text("data.path").empty(), config.origin("data.path"), ": [data] path is empty; set it to the training data");
 }
 
@@ -184,9 +190,15 @@ TrainSettings from_config(const Config& config, const distributed::World& world)
   settings.checkpoint = {.every_epochs = config.integer("checkpoint.every_epochs"),
                          .every_steps = config.integer("checkpoint.every_steps"),
                          .save_best = config.boolean("checkpoint.save_best"),
-                         .best_is_loss = config.text("checkpoint.best_metric") == "val_loss",
+                         .best_is_loss = config.text("checkpoint.best_metric").ends_with("val_loss"),
+                         .best_of_ema = config.text("checkpoint.best_metric").starts_with("ema_"),
                          .plateau_watches_top1 = config.text("schedule.plateau_metric") == "val_top1",
                          .export_safetensors = config.boolean("checkpoint.export_safetensors")};
+  settings.ema = {.decay = config.real("ema.decay"),
+                  .warmup = config.boolean("ema.warmup"),
+                  .every_steps = config.integer("ema.every_steps"),
+                  .on_cpu = config.text("ema.device") == "cpu"};
+  settings.swa = {.start_epoch = config.integer("swa.start_epoch"), .every_epochs = config.integer("swa.every_epochs")};
   settings.log = {.level = parse_log_level(config.text("log.level")),
                   .progress = parse_progress_mode(config.text("log.progress")),
                   .every_steps = config.integer("log.every_steps"),

@@ -16,12 +16,14 @@
 #include "engine/dtype.h"
 #include "layers/registry.h"
 #include "train/config/config.h"
+#include "train/ema.h"
 #include "train/log/console.h"
 #include "train/loss_scaler.h"
 #include "train/optim/adamw.h"
 #include "train/optim/param_groups.h"
 #include "train/optim/sgd.h"
 #include "train/schedule/lr_schedule.h"
+#include "train/swa.h"
 
 namespace cnn::train {
 
@@ -136,6 +138,7 @@ struct CheckpointSettings {
   int64_t every_steps = 0;
   bool save_best = true;
   bool best_is_loss = false;  // best.h5 by val_loss (else val_top1)
+  bool best_of_ema = false;   // ... of the EMA weights (ema_val_*), which best.h5 then holds
   bool plateau_watches_top1 = false;
   bool export_safetensors = true;
 };
@@ -163,6 +166,8 @@ struct TrainSettings {
   PrecisionSettings precision;
   LoopSettings loop;
   CheckpointSettings checkpoint;
+  EmaSettings ema;  // [ema]
+  SwaSettings swa;  // [swa] (its learning rate: optim.schedule)
   LogSettings log;
   DistributedSettings distributed;
   std::string resolved_ini;  // Config::to_ini(): written to config.ini and into every checkpoint

@@ -32,7 +32,9 @@
 #include "train/train_settings.h"
 #include "train/train_step.h"
 #include "train/training_data.h"
+#include "train/update_bn.h"
 #include "train/validation.h"
+#include "train/weight_average.h"
 
 namespace cnn::train {
 
@@ -146,7 +148,12 @@ class Trainer {
   void after_step(EpochProgress& epoch);
   void end_epoch(const EpochProgress& epoch);
   bool validate_epoch(int64_t epoch, EpochLine& line, std::map<std::string, double>& numbers);
-  void save(const std::filesystem::path& path, int64_t epochs_done, int64_t samples_in_epoch);
+  Validation validate_weights(int64_t epoch, Weights weights);
+  void finish_swa(int64_t epochs_done);
+  Tensor next_training_images(int64_t epoch, int64_t& batches);
+  void save(const std::filesystem::path& path, int64_t epochs_done, int64_t samples_in_epoch, Weights weights = Weights::live);
+  // The weights best.h5 holds (those of [checkpoint] best_metric).
+  Weights best_weights() const { return settings_.checkpoint.best_of_ema ? Weights::ema : Weights::live; }
   // Samples of the epoch's order used by all ranks together so far.
   int64_t samples_used(const EpochProgress& epoch) const {
     return epoch.skipped_samples + epoch.batches_done * data_.batch_size * world_size_;
@@ -178,6 +185,7 @@ class Trainer {
   double validation_seconds_ = 0;
   Validation best_validation_;
   int64_t images_ = 0;
+  bool swa_finished_ = false;  // the SWA average has its BatchNorm statistics (finish_swa)
 };
 }  // namespace
 
@@ -402,6 +410,7 @@ EpochProgress Trainer::train_epoch(int64_t epoch) {
       };
     guard_.record(optimizer_step(learner_, progress_.step, optim.clip_grad_norm, on_gradients, data_parallel_));
     ++progress_.step;
+    if (learner_.ema) learner_.ema->after_step(*learner_.model, progress_.step);
     after_step(this_epoch);
     if (settings_.loop.max_steps > 0 && progress_.step >= settings_.loop.max_steps) {
       this_epoch.reached_max_steps = true;
@@ -478,6 +487,9 @@ void Trainer::end_epoch(const EpochProgress& epoch) {
   guard_.check_loss(train_loss, progress_.step, epoch.epoch);  // before this epoch's checkpoint could replace the last good one
 
   const int64_t number = epoch.epoch + 1, epochs = settings_.loop.epochs;
+  // A max_steps stop inside the epoch leaves it unfinished: a resume continues it from `step`.
+  const bool unfinished = (epoch.reached_max_steps || epoch.interrupted) && epoch.batches_done < epoch.batches_in_epoch;
+  if (learner_.swa && !unfinished) learner_.swa->after_epoch(*learner_.model, number);
   // The epoch line: the step figures' fields for the whole epoch (mean loss, its time, the run's ETA).
   EpochLine line{.figures = step_figures(epoch), .corrupt_images = corrupt};
   line.figures.loss = train_loss;
@@ -498,12 +510,11 @@ void Trainer::end_epoch(const EpochProgress& epoch) {
   metrics_.write_epoch(progress_.step, epoch.epoch, numbers);
   if (settings_.log.report && data_parallel_.world().is_main()) write_report(folder_.dir / "report.html", {read_run(folder_.dir)});
 
-  // A max_steps stop inside the epoch leaves it unfinished: a resume continues it from `step`.
-  const bool unfinished = (epoch.reached_max_steps || epoch.interrupted) && epoch.batches_done < epoch.batches_in_epoch;
   const int64_t epochs_done = unfinished ? epoch.epoch : number, samples_in_epoch = unfinished ? samples_used(epoch) : 0;
   const int64_t every = settings_.checkpoint.every_epochs;
   if ((every > 0 && number % every == 0) || last) save(folder_.last_checkpoint(), epochs_done, samples_in_epoch);
-  if (improved && settings_.checkpoint.save_best) save(folder_.best_checkpoint(), epochs_done, samples_in_epoch);
+  if (improved && settings_.checkpoint.save_best) save(folder_.best_checkpoint(), epochs_done, samples_in_epoch, best_weights());
+  if (learner_.swa && last && !epoch.interrupted) finish_swa(epochs_done);
   summary_.epochs_run = number - first_epoch_;
   if (epoch.interrupted) {
     summary_.interrupted = true;
@@ -517,12 +528,7 @@ void Trainer::end_epoch(const EpochProgress& epoch) {
 // Validation after an epoch: its part of the epoch line and numbers, confusion.json, the best
 // metric so far and the plateau schedule's observation. Returns whether the best metric improved.
 bool Trainer::validate_epoch(int64_t epoch, EpochLine& line, std::map<std::string, double>& numbers) {
-  const Clock::time_point start = Clock::now();
-  const int64_t batches = data_.validation_loader->steps_per_epoch();
-  const Validation result = validate(*learner_.model, *data_.validation_loader, settings_.data.classes, settings_.compute.device, epoch,
-                                     data_parallel_.comm(), [&](int64_t done) { console_.validation_progress(done, batches); },
-                                     settings_.log.images ? kMistakesShown : 0);
-  validation_seconds_ += seconds_since(start);
+  const Validation result = validate_weights(epoch, Weights::live);
   line.val_loss = result.loss;
   line.val_top1 = result.top1;
   line.val_top5 = result.top5;
@@ -533,8 +539,17 @@ bool Trainer::validate_epoch(int64_t epoch, EpochLine& line, std::map<std::strin
   pictures_.after_validation(result, progress_.step);
   summary_.last_top1 = result.top1;
   summary_.last_val_loss = result.loss;
+  std::optional<Validation> ema;  // the EMA weights', reported beside the live weights'
+  if (learner_.ema) {
+    ema = validate_weights(epoch, Weights::ema);
+    line.ema_top1 = summary_.last_ema_top1 = ema->top1;
+    numbers["ema_val_loss"] = ema->loss;
+    numbers["ema_val_top1"] = ema->top1;
+    numbers["ema_val_top5"] = ema->top5;
+  }
+  const Validation& judged = settings_.checkpoint.best_of_ema ? *ema : result;
   const bool lower_is_better = settings_.checkpoint.best_is_loss;
-  const double metric = lower_is_better ? result.loss : result.top1, best = progress_.best_metric;
+  const double metric = lower_is_better ? judged.loss : judged.top1, best = progress_.best_metric;
   const bool improved = std::isnan(best) || (lower_is_better ? metric < best : metric > best);
   if (improved) progress_.best_metric = metric;
   if (result.top1 > summary_.best_top1) {
@@ -546,16 +561,87 @@ bool Trainer::validate_epoch(int64_t epoch, EpochLine& line, std::map<std::strin
   return improved;
 }
 
-void Trainer::save(const std::filesystem::path& path, int64_t epochs_done, int64_t samples_in_epoch) {
-  guard_.check_weights(*learner_.model, progress_.step);
+// A validation pass over `weights` (the EMA or SWA average swapped into the model for it).
+Validation Trainer::validate_weights(int64_t epoch, Weights weights) {
+  const Clock::time_point start = Clock::now();
+  const int64_t batches = data_.validation_loader->steps_per_epoch();
+  const WeightSwap swap(*learner_.model, averaged_weights(learner_, weights));
+  const Validation result = validate(*learner_.model, *data_.validation_loader, settings_.data.classes, settings_.compute.device, epoch,
+                                     data_parallel_.comm(), [&](int64_t done) { console_.validation_progress(done, batches); },
+                                     settings_.log.images && weights == Weights::live ? kMistakesShown : 0);
+  validation_seconds_ += seconds_since(start);
+  return result;
+}
+
+// The next batch of training images of the epoch keyed `epoch` (an undefined tensor at its end).
+Tensor Trainer::next_training_images(int64_t epoch, int64_t& batches) {
+  while (auto batch = data_.train_loader->next()) {
+    if (batch->size() == 0) continue;
+    return data_.images_on_device(*batch, settings_.compute.device, epoch, ++batches);
+  }
+  return {};
+}
+
+// The end of SWA, after the last epoch: the average's BatchNorm statistics from one pass over the
+// training data (an epoch of its own, in train mode, without gradients), then its validation,
+// swa.h5, and best.h5 when it beats the best so far.
+void Trainer::finish_swa(int64_t epochs_done) {
+  Swa& swa = *learner_.swa;
+  if (!swa.average()) return;  // the run stopped before its first SWA epoch ended
+  Module& model = *learner_.model;
+  const int64_t key = settings_.loop.epochs;  // the epoch after the last one keys the pass's draws
+  int64_t batches = 0;
+  {
+    const WeightSwap swap(model, swa.average());
+    data_.train_loader->start_epoch(key, 0, 0);
+    if (update_batch_norm(model, [&] { return next_training_images(key, batches); }) > 0 && data_parallel_.active())
+      for (const NamedTensor& b : model.named_buffers())  // each rank saw its shard: the statistics of all of them
+        if (is_floating(b.tensor.dtype())) data_parallel_.comm().all_reduce(b.tensor, distributed::ReduceOp::average);
+    swa.take_from(model);
+  }
+  swa_finished_ = true;
+  std::string text = "swa: " + std::to_string(swa.models()) + " models averaged, BatchNorm statistics from " + std::to_string(batches) +
+                     " training batches";
+  if (data_.validation_loader) {
+    const Validation result = validate_weights(key - 1, Weights::swa);
+    summary_.swa_top1 = result.top1;
+    metrics_.write_epoch(progress_.step, key - 1, {{"swa_val_loss", result.loss}, {"swa_val_top1", result.top1}, {"swa_val_top5", result.top5}});
+    EpochLine figures;
+    figures.val_loss = result.loss;
+    figures.val_top1 = result.top1;
+    figures.val_top5 = result.top5;
+    text += "; " + format_validation_figures(figures);
+    const bool lower_is_better = settings_.checkpoint.best_is_loss;
+    const double metric = lower_is_better ? result.loss : result.top1, best = progress_.best_metric;
+    if (std::isnan(best) || (lower_is_better ? metric < best : metric > best)) {
+      progress_.best_metric = metric;
+      if (settings_.checkpoint.save_best) save(folder_.best_checkpoint(), epochs_done, 0, Weights::swa);
+      text += " (best)";
+    }
+  }
+  log_.summary(text);
+  save(folder_.swa_checkpoint(), epochs_done, 0, Weights::swa);
+}
+
+void Trainer::save(const std::filesystem::path& path, int64_t epochs_done, int64_t samples_in_epoch, Weights weights) {
+  {
+    const WeightSwap swap(*learner_.model, averaged_weights(learner_, weights));
+    guard_.check_weights(*learner_.model, progress_.step);
+  }
   // Every rank holds the same weights: rank 0 alone writes them.
   if (data_parallel_.world().is_main())
-    save_learner(path, learner_, progress_, epochs_done, samples_in_epoch, settings_, data_.class_names);
+    save_learner(path, learner_, progress_, epochs_done, samples_in_epoch, settings_, data_.class_names, weights);
 }
 
 // model.safetensors, the summary: its "done:" line and the report below it.
 TrainSummary Trainer::finish() {
-  if (settings_.checkpoint.export_safetensors && data_parallel_.world().is_main()) save_weights(*learner_.model, folder_.dir / "model.safetensors");
+  if (settings_.checkpoint.export_safetensors && data_parallel_.world().is_main()) {
+    // The weights the run ends with: SWA's when it ran, else those best.h5 is chosen by (timm exports
+    // the EMA when it decides the best checkpoint); the file says which.
+    const Weights exported = swa_finished_ ? Weights::swa : best_weights();
+    const WeightSwap swap(*learner_.model, averaged_weights(learner_, exported));
+    save_weights(*learner_.model, folder_.dir / "model.safetensors", {{"cnn.weights", weights_name(exported)}});
+  }
   summary_.steps = progress_.step;
   summary_.skipped_steps = guard_.skipped_steps();
   summary_.seconds = seconds_since(run_start_);

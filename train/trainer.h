@@ -40,6 +40,8 @@ struct TrainSummary {
   double best_top1 = -1;  // best validation top-1 in percent (-1: no validation)
   int64_t best_epoch = -1;
   double last_top1 = -1, last_val_loss = -1;
+  double last_ema_top1 = -1;  // of the EMA weights ([ema] on)
+  double swa_top1 = -1;       // of the SWA average at the end ([swa] on)
   double seconds = 0, images_per_second = 0, data_wait_share = 0;
   std::vector<double> step_losses;  // with record_step_losses: the loss of every micro-batch
 };

@@ -2,20 +2,19 @@
 // How: the group's slot table (one MultiTensorSlot per tensor: pointers, size, position) is in
 // device memory; the grid strides over the concatenation of the group's tensors, each thread
 // walking the table and updating the elements of each tensor that fall to it (element e of the
-// concatenation to thread e % threads, so small tensors spread over different threads). The
-// arithmetic is the shared element update of kernels/optimizer.h, in f32.
+// concatenation to thread e % threads, so small tensors spread over different threads; the loop is
+// kernels/cuda/multi_tensor.cuh). The arithmetic is the shared element update of
+// kernels/optimizer.h, in f32.
 // Memory traffic per element: SGD reads weight, gradient and momentum and writes weight and
 // momentum (plus 2 bytes for a low-precision copy): 20 bytes with f32 gradients; AdamW reads
 // weight, gradient and two moments and writes weight and both moments: 28 bytes. The slot table
 // (64 bytes per tensor) is read by every thread and stays in cache.
-#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/multi_tensor.cuh"
 #include "kernels/optimizer.h"
 
 namespace cnn::kernels::cuda {
 
 namespace {
-constexpr int kThreads = kBlockThreads;
-
 struct Sgd {
   using Args = SgdArgs;
   __device__ void operator()(const SgdArgs& a, const MultiTensorSlot& s, int64_t i) const { sgd_update(a, s, i); }
@@ -24,25 +23,14 @@ struct AdamW {
   using Args = AdamWArgs;
   __device__ void operator()(const AdamWArgs& a, const MultiTensorSlot& s, int64_t i) const { adamw_update(a, s, i); }
 };
-
-template <class Update>
-__global__ void multi_tensor_update_kernel(const MultiTensorSlot* slots, int count, typename Update::Args args) {
-  const int64_t thread = CNN_GLOBAL_INDEX, threads = CNN_GRID_STRIDE;
-  for (int t = 0; t < count; ++t) {
-    const MultiTensorSlot s = slots[t];
-    for (int64_t i = first_element(s, thread, threads); i < s.numel; i += threads) Update()(args, s, i);
-  }
-}
 }  // namespace
 
 void optimizer_step(const MultiTensorSlot* slots, int count, int64_t total, const SgdArgs& args, Stream stream) {
-  if (count == 0 || total == 0) return;
-  CNN_LAUNCH(multi_tensor_update_kernel<Sgd>, grid_for(total, kThreads), kThreads, stream, slots, count, args);
+  launch_multi_tensor<Sgd>(slots, count, total, args, stream);
 }
 
 void optimizer_step(const MultiTensorSlot* slots, int count, int64_t total, const AdamWArgs& args, Stream stream) {
-  if (count == 0 || total == 0) return;
-  CNN_LAUNCH(multi_tensor_update_kernel<AdamW>, grid_for(total, kThreads), kThreads, stream, slots, count, args);
+  launch_multi_tensor<AdamW>(slots, count, total, args, stream);
 }
 
 }  // namespace cnn::kernels::cuda

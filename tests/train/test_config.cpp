@@ -88,8 +88,9 @@ TEST_CASE("config: unknown sections and keys are refused with file:line and the 
         "config exp.ini is refused (1 problem; nothing was run):\n"
         "  exp.ini:2: unknown key 'lrr' in [optim]; did you mean 'lr'? (see docs/config.md for every key)");
   CHECK(refusal("[optimizer]\nlr = 0.1\n") == doctest::Contains("exp.ini:1: unknown section [optimizer]; did you mean [optim]?"));
-  CHECK(refusal("[train]\nlr = 0.1\n") == doctest::Contains("exp.ini:2: unknown key 'lr' in [train]; it belongs in [optim]"));
-  CHECK(refusal("[train]\nwarmup = 3\n") == doctest::Contains("unknown key 'warmup' in [train] (see"));
+  CHECK(refusal("[train]\nlr = 0.1\n") == doctest::Contains("exp.ini:2: unknown key 'lr' in [train]; it belongs in [optim] or [swa] (see"));
+  CHECK(refusal("[train]\nwarmup = 3\n") == doctest::Contains("unknown key 'warmup' in [train]; it belongs in [ema] (see"));
+  CHECK(refusal("[train]\nsparkle = 3\n") == doctest::Contains("unknown key 'sparkle' in [train] (see"));
   CHECK(refusal("lr = 0.1\n") == doctest::Contains("exp.ini:1: key 'lr' comes before any [section] header"));
   CHECK(refusal("[optim]\nlr 0.1\n") == doctest::Contains("exp.ini:2: 'lr 0.1' is neither a [section] header"));
   CHECK(refusal("[optim\nlr = 0.1\n") == doctest::Contains("exp.ini:1: section header '[optim' lacks its closing ']'"));

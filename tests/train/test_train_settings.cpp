@@ -69,3 +69,26 @@ TEST_CASE("settings: format = packed with a folder for its path is refused, nami
   CHECK_THROWS_WITH_AS(from_config(Config::parse(kConfig, "dp.ini", {"data.format=packed", "data.path=" + folder})),
                        doctest::Contains(expected.c_str()), Error);
 }
+
+TEST_CASE("settings: [ema] and [swa] are read, and an EMA metric without the EMA or SWA after the last epoch is refused") {
+  const TrainSettings s = from_config(Config::parse(
+      kConfig, "avg.ini", {"ema.decay=0.9998", "ema.device=cpu", "ema.every_steps=4", "checkpoint.best_metric=ema_val_loss",
+                           "train.epochs=10", "swa.start_epoch=8", "swa.lr=0.01", "swa.anneal=linear", "swa.anneal_epochs=2"}));
+  CHECK(s.ema.on());
+  CHECK(s.ema.decay == 0.9998);
+  CHECK(s.ema.on_cpu);
+  CHECK(s.ema.every_steps == 4);
+  CHECK(s.ema.warmup);
+  CHECK(s.checkpoint.best_of_ema);
+  CHECK(s.checkpoint.best_is_loss);
+  CHECK(s.swa.start_epoch == 8);
+  CHECK(s.optim.schedule.swa_start == 7);  // 0-based in the schedule
+  CHECK(s.optim.schedule.swa_lr == 0.01);
+  CHECK(s.optim.schedule.swa_anneal_linear);
+  CHECK(s.optim.schedule.swa_anneal_epochs == 2);
+  CHECK_FALSE(from_config(Config::parse(kConfig, "plain.ini")).ema.on());
+  CHECK_THROWS_WITH(from_config(Config::parse(kConfig, "avg.ini", {"checkpoint.best_metric=ema_val_top1"})),
+                    doctest::Contains("best_metric = ema_val_top1 needs the EMA of the weights: set [ema] decay"));
+  CHECK_THROWS_WITH(from_config(Config::parse(kConfig, "avg.ini", {"train.epochs=5", "swa.start_epoch=6"})),
+                    doctest::Contains("[swa] start_epoch = 6 comes after the last epoch"));
+}

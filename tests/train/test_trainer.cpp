@@ -410,3 +410,69 @@ TEST_CASE("trainer: a few hundred steps on Fashion-MNIST beat chance by a wide m
   MESSAGE("200 steps of 64: test top-1 " << s.last_top1 << "% in " << s.seconds << " s");
   CHECK(s.last_top1 > 70.0);  // chance is 10%
 }
+
+namespace {
+// The tensors of two lists, equal bit for bit (names, shapes and values).
+void check_same_tensors(const io::NamedTensors& got, const io::NamedTensors& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO(got[i].first);
+    CHECK(got[i].first == want[i].first);
+    CHECK(got[i].second.to_doubles() == want[i].second.to_doubles());
+  }
+}
+
+std::string file_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+}  // namespace
+
+TEST_CASE("trainer: EMA weights are validated beside the live ones, decide best.h5, are exported, and resume mid-epoch bit for bit") {
+  SmallRun run("ema", 256, 64, 1, 2);
+  // Stopped after step 11, inside epoch 2: the resumed run's EMA must end where the uninterrupted one's does.
+  const ResumeRuns runs = check_resume_reproduces(run.text, run.opts, {"ema.decay=0.9", "checkpoint.best_metric=ema_val_top1"}, 11);
+  CHECK(runs.full.last_ema_top1 > 50.0);
+  const TrainingState full = load_checkpoint(runs.full.run_dir / "last.h5"), resumed = load_checkpoint(runs.second.run_dir / "last.h5");
+  CHECK(full.ema_updates == 16);
+  CHECK(resumed.ema_updates == 16);
+  REQUIRE(full.ema.size() > full.params.size());  // parameters and BatchNorm's running statistics
+  check_same_tensors(resumed.ema, full.ema);
+  CHECK(full.weights == "live");
+  CHECK(load_checkpoint(runs.full.run_dir / "best.h5").weights == "ema");
+  CHECK(run.quiet.str().find("(ema ") != std::string::npos);  // the epoch line: "top-1 95.31% (ema 96.88%)"
+  CHECK(file_text(runs.full.run_dir / "metrics.jsonl").find("\"ema_val_top1\"") != std::string::npos);
+  // model.safetensors holds the final EMA weights and says so (vectors: the same in either layout).
+  const io::SafetensorsFile exported = io::load_safetensors(runs.full.run_dir / "model.safetensors");
+  CHECK(exported.metadata.at("cnn.weights") == "ema");
+  int compared = 0;
+  for (const auto& [name, t] : full.ema) {
+    if (t.shape().rank() != 1) continue;
+    CHECK(io::find_tensor(exported.tensors, name, "model.safetensors").to_doubles() == t.to_doubles());
+    ++compared;
+  }
+  CHECK(compared >= 6);
+}
+
+TEST_CASE("trainer: SWA from start_epoch with EMA and accumulation: swa.h5 with recomputed BatchNorm, resumed inside the SWA phase") {
+  SmallRun run("swa", 256, 64, 1, 2);
+  // 3 epochs of 4 steps (8 batches, 2 per step); SWA averages epochs 2 and 3. Stopped after step 10,
+  // inside epoch 3, the checkpoint holds the average of epoch 2 alone.
+  const ResumeRuns runs = check_resume_reproduces(
+      run.text, run.opts,
+      {"train.epochs=3", "train.accumulate=2", "swa.start_epoch=2", "swa.lr=0.005", "swa.anneal_epochs=1", "ema.decay=0.9"}, 10);
+  // The resumed run trained only epoch 3: its average can equal the uninterrupted one only through
+  // the average of epoch 2 that the checkpoint kept.
+  CHECK(runs.first.steps == 10);
+  CHECK(runs.second.epochs_run == 1);
+  CHECK(runs.full.swa_top1 > 50.0);
+  CHECK(runs.second.swa_top1 == runs.full.swa_top1);
+  const TrainingState full = load_checkpoint(runs.full.run_dir / "swa.h5"), resumed = load_checkpoint(runs.second.run_dir / "swa.h5");
+  CHECK(full.weights == "swa");
+  CHECK(full.swa_models == 2);
+  check_same_tensors(resumed.params, full.params);
+  check_same_tensors(resumed.buffers, full.buffers);
+  // update_bn's pass: one epoch of training batches.
+  CHECK(run.quiet.str().find("swa: 2 models averaged, BatchNorm statistics from 8 training batches; val loss") != std::string::npos);
+  CHECK(io::load_safetensors(runs.full.run_dir / "model.safetensors").metadata.at("cnn.weights") == "swa");
+}

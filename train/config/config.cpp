@@ -58,9 +58,9 @@ std::string unknown_key_message(const std::string& section, const std::string& k
            all + ")";
   }
   std::string hint = suggestion(key, keys_of(section), "'", "'");
-  if (hint.empty())
+  if (hint.empty())  // every section that has the key ([optim] lr and [swa] lr)
     for (const std::string& other : config_sections())
-      if (find_key(other, key)) hint = "; it belongs in [" + other + "]";
+      if (find_key(other, key)) hint += (hint.empty() ? "; it belongs in [" : " or [") + other + "]";
   return "unknown key '" + key + "' in [" + section + "]" + hint + " (see docs/config.md for every key)";
 }
 

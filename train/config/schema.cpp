@@ -155,12 +155,28 @@ std::vector<KeySpec> build_schema() {
       integer("checkpoint", "every_epochs", "1", between(0, 1e6), "save last.h5 every this many epochs (0: only at the end)"),
       integer("checkpoint", "every_steps", "0", between(0, 1e12), "also save last.h5 every this many steps (0: off)"),
       boolean("checkpoint", "save_best", "true", "keep best.h5, the checkpoint with the best validation metric"),
-      choice("checkpoint", "best_metric", "val_top1", {"val_top1", "val_loss"}, "metric that decides best.h5"),
+      choice("checkpoint", "best_metric", "val_top1", {"val_top1", "val_loss", "ema_val_top1", "ema_val_loss"},
+             "metric that decides best.h5; ema_*: the EMA weights' (needs [ema] decay > 0), and best.h5 then holds the EMA weights"),
       text("checkpoint", "resume", "", "checkpoint to resume from; 'auto': the run folder's last.h5 when present; empty: start afresh"),
       boolean("checkpoint", "resume_anyway", "false",
               "resume even when data.batch_size, train.seed, data.image_size, precision.mode or train.accumulate differ from the "
               "checkpoint's (a warning per changed key; false: such a resume is refused)"),
       boolean("checkpoint", "export_safetensors", "true", "also write the final weights as model.safetensors"),
+      // ---- ema ----
+      real("ema", "decay", "0", unit_open_top(),
+           "exponential moving average of the weights: ema += (1 - decay) (weights - ema) after every every_steps steps (0: off; "
+           "timm's --model-ema-decay default: 0.9998)"),
+      boolean("ema", "warmup", "true", "use min(decay, (1 + t) / (10 + t)) for the update after t others (TensorFlow's ExponentialMovingAverage num_updates)"),
+      integer("ema", "every_steps", "1", between(1, 1e9), "optimizer steps between EMA updates"),
+      choice("ema", "device", "same", {"same", "cpu"}, "where the EMA is kept: on the training device, or in host memory (saves device memory)"),
+      // ---- swa ----
+      integer("swa", "start_epoch", "0", between(0, 1e6),
+              "stochastic weight averaging from this epoch (1-based) on: the learning rate follows SWALR and the weights at the end "
+              "of SWA epochs are averaged; at the end, BatchNorm statistics recomputed, validated, saved as swa.h5 (0: off)"),
+      real("swa", "lr", "0.05", above(0), "SWALR's learning rate, reached after anneal_epochs SWA epochs"),
+      integer("swa", "anneal_epochs", "10", between(0, 1e6), "SWA epochs over which the rate anneals to lr (0: lr from the first SWA epoch)"),
+      choice("swa", "anneal", "cos", {"cos", "linear"}, "shape of SWALR's annealing"),
+      integer("swa", "every_epochs", "1", between(1, 1e6), "SWA epochs between models added to the average"),
       // ---- log ----
       choice("log", "level", "normal", {"quiet", "normal", "verbose"}, "console output: quiet (errors and summary), normal, verbose"),
       choice("log", "progress", "auto", {"auto", "bar", "lines"}, "progress display: a bar on a terminal and periodic lines otherwise (auto), or forced"),
@@ -335,7 +351,7 @@ std::string KeySpec::validate(const std::string& value) const {
 
 const std::vector<std::string>& config_sections() {
   static const std::vector<std::string> sections = {"model", "data",      "augment",    "optim", "schedule",
-                                                    "train", "precision", "checkpoint", "log",   "distributed", "run"};
+                                                    "train", "precision", "checkpoint", "ema",   "swa",         "log", "distributed", "run"};
   return sections;
 }
 

@@ -121,9 +121,13 @@ std::string format_epoch_line(const EpochLine& e) {
   text += f.step >= f.steps ? std::string(" done") : " stopped at " + of_total(f.step, f.steps);
   text += format_fields(f);
   if (e.corrupt_images > 0) text += "  " + std::to_string(e.corrupt_images) + " corrupt images skipped";
-  if (known(e.val_loss))
-    text += "; val loss " + fixed(e.val_loss, 4) + "  top-1 " + fixed(e.val_top1, 2) + "%  top-5 " + fixed(e.val_top5, 2) + "%";
+  if (known(e.val_loss)) text += "; " + format_validation_figures(e);
   return text;
+}
+
+std::string format_validation_figures(const EpochLine& e) {
+  return "val loss " + fixed(e.val_loss, 4) + "  top-1 " + fixed(e.val_top1, 2) + "%" +
+         (known(e.ema_top1) ? " (ema " + fixed(e.ema_top1, 2) + "%)" : "") + "  top-5 " + fixed(e.val_top5, 2) + "%";
 }
 
 std::string format_validation_bar(int64_t done, int64_t total, int width) {

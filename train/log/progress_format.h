@@ -52,8 +52,12 @@ struct EpochLine {
   StepFigures figures;
   int64_t corrupt_images = 0;
   double val_loss = std::nan(""), val_top1 = std::nan(""), val_top5 = std::nan("");
+  double ema_top1 = std::nan("");  // of the EMA weights, shown after the top-1: "top-1 91.20% (ema 91.80%)"
 };
 std::string format_epoch_line(const EpochLine& line);
+// The validation part of the epoch line: "val loss 0.3014  top-1 88.92% (ema 89.10%)  top-5 99.84%"
+// (the EMA's top-1 only when known).
+std::string format_validation_figures(const EpochLine& line);
 
 // The short bar of a validation pass on a terminal: "validate [#####.....] 20/40".
 std::string format_validation_bar(int64_t done, int64_t total, int width);

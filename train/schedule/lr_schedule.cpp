@@ -31,6 +31,17 @@ LrSchedule::LrSchedule(ScheduleOptions options) : options_(std::move(options)) {
 
 double LrSchedule::lr(int64_t step) const {
   const ScheduleOptions& o = options_;
+  const int64_t swa_epoch = step / o.steps_per_epoch - o.swa_start;
+  if (o.swa_start < 0 || swa_epoch < 0) return scheduled_lr(step);
+  const double t = o.swa_anneal_epochs > 0
+                       ? std::min(1.0, static_cast<double>(swa_epoch) / static_cast<double>(o.swa_anneal_epochs))
+                       : 1.0;
+  const double a = o.swa_anneal_linear ? t : 0.5 * (1.0 - std::cos(std::numbers::pi * t));
+  return o.swa_lr * a + scheduled_lr(o.swa_start * o.steps_per_epoch) * (1.0 - a);
+}
+
+double LrSchedule::scheduled_lr(int64_t step) const {
+  const ScheduleOptions& o = options_;
   const int64_t epoch = step / o.steps_per_epoch;
   double lr = o.base_lr;
   switch (o.kind) {
@@ -116,6 +127,10 @@ ScheduleOptions schedule_options(const Config& config, int64_t steps_per_epoch, 
   o.patience = config.integer("schedule.patience");
   o.cooldown = config.integer("schedule.cooldown");
   o.threshold = config.real("schedule.threshold");
+  o.swa_start = config.integer("swa.start_epoch") - 1;  // 0 (off) becomes -1
+  o.swa_lr = config.real("swa.lr");
+  o.swa_anneal_epochs = config.integer("swa.anneal_epochs");
+  o.swa_anneal_linear = config.text("swa.anneal") == "linear";
   return o;
 }
 

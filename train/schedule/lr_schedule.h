@@ -7,6 +7,12 @@
 //
 // Warmup: for the first W = round(warmup_epochs * steps_per_epoch) steps the rate is multiplied by
 // f + (1 - f) (step + 1) / W (f: warmup_start_factor), reaching the schedule's rate at step W - 1.
+//
+// SWA ([swa], train/swa.h) replaces the schedule from its first epoch on by SWALR
+// (torch.optim.swa_utils.SWALR stepped once per epoch): in the k-th SWA epoch (k = 0, 1, ...) the
+// rate is swa_lr a + lr0 (1 - a), a = anneal(min(1, k / swa_anneal_epochs)) (a = 1 when
+// swa_anneal_epochs is 0), lr0 the schedule's rate at the first SWA step, anneal cos
+// ((1 - cos(pi t)) / 2) or linear (t).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -31,6 +37,10 @@ struct ScheduleOptions {
   bool plateau_maximize = false;     // plateau: higher metric is better (accuracy)
   int64_t patience = 10, cooldown = 0;
   double threshold = 1e-4;           // plateau: relative improvement that counts
+  int64_t swa_start = -1;            // SWALR from this 0-based epoch on (-1: no SWA)
+  double swa_lr = 0.05;
+  int64_t swa_anneal_epochs = 10;
+  bool swa_anneal_linear = false;    // else cos
 };
 
 ScheduleKind parse_schedule_kind(const std::string& name);
@@ -53,6 +63,8 @@ class LrSchedule {
   int64_t warmup_steps() const { return warmup_steps_; }
 
  private:
+  double scheduled_lr(int64_t step) const;  // the rate without SWA
+
   ScheduleOptions options_;
   int64_t warmup_steps_ = 0;
   double plateau_factor_ = 1.0, best_ = 0;

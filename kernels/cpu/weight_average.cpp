@@ -1,0 +1,13 @@
+// CPU reference of the weight-averaging kernel: the shared element update over every tensor of the
+// table (kernels/cpu/multi_tensor.h).
+#include "kernels/weight_average.h"
+
+#include "kernels/cpu/multi_tensor.h"
+
+namespace cnn::kernels::cpu {
+
+void weight_average(const MultiTensorSlot* slots, int count, int64_t /*total*/, const WeightAverageArgs& args, Stream) {
+  for_each_element(slots, count, args, weight_average_update);
+}
+
+}  // namespace cnn::kernels::cpu

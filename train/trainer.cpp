@@ -600,8 +600,8 @@ void Trainer::finish_swa(int64_t epochs_done) {
     swa.take_from(model);
   }
   swa_finished_ = true;
-  std::string text = "swa: " + std::to_string(swa.models()) + " models averaged, BatchNorm statistics from " + std::to_string(batches) +
-                     " training batches";
+  std::string text = "swa: " + std::to_string(swa.models()) + (swa.models() == 1 ? " model" : " models") +
+                     " averaged, BatchNorm statistics from " + std::to_string(batches) + " training batches";
   if (data_.validation_loader) {
     const Validation result = validate_weights(key - 1, Weights::swa);
     summary_.swa_top1 = result.top1;

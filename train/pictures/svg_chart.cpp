@@ -87,9 +87,11 @@ std::string svg_chart(const Chart& chart, int width, int height) {
   const double left = 64, right = 16, top = 28, bottom = 42;
   double x_lo = std::numeric_limits<double>::infinity(), x_hi = -x_lo, y_lo = x_lo, y_hi = -x_lo;
   const auto y_of = [&](double y) { return chart.log_y ? std::log10(y) : y; };
+  // A point is drawn when both coordinates are finite (and y positive on a log axis).
+  const auto drawn = [&](double x, double y) { return std::isfinite(x) && std::isfinite(y) && !(chart.log_y && y <= 0); };
   for (const ChartSeries& s : chart.series)
     for (const auto& [x, y] : s.points) {
-      if (!std::isfinite(y) || !std::isfinite(x) || (chart.log_y && y <= 0)) continue;
+      if (!drawn(x, y)) continue;
       x_lo = std::min(x_lo, x);
       x_hi = std::max(x_hi, x);
       y_lo = std::min(y_lo, y_of(y));
@@ -143,7 +145,7 @@ std::string svg_chart(const Chart& chart, int width, int height) {
     std::string path;
     size_t shown = 0;
     for (const auto& [x, y] : s.points) {
-      if (!std::isfinite(y) || !std::isfinite(x) || (chart.log_y && y <= 0)) continue;
+      if (!drawn(x, y)) continue;
       if (shown++) path += ' ';
       path += number(px(x));
       path += ',';
@@ -154,7 +156,7 @@ std::string svg_chart(const Chart& chart, int width, int height) {
     svg += "<polyline class=\"series\" fill=\"none\" stroke-width=\"1.8\" " + stroke + " points=\"" + path + "\"/>";
     if (shown <= 40)
       for (const auto& [x, y] : s.points)
-        if (std::isfinite(y) && std::isfinite(x) && !(chart.log_y && y <= 0))
+        if (drawn(x, y))
           svg += "<circle cx=\"" + number(px(x)) + "\" cy=\"" + number(py(y_of(y))) + "\" r=\"2.5\" fill=\"" + s.colour + "\"/>";
     svg += "<line x1=\"" + number(legend_x) + "\" y1=\"" + number(top + 12) + "\" x2=\"" + number(legend_x + 18) + "\" y2=\"" +
            number(top + 12) + "\" stroke-width=\"2\" " + stroke + "/>";

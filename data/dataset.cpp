@@ -67,6 +67,8 @@ void log_to(const LogFn& log, const std::string& message) {
 }
 
 std::vector<std::string> numbered_class_names(int64_t count) {
+  CNN_CHECK(count >= 0 && count <= kMaxClasses, "numbered_class_names: ", count, " classes is outside [0, ",
+            kMaxClasses, "]");
   std::vector<std::string> names;
   for (int64_t i = 0; i < count; ++i) names.push_back(std::to_string(i));
   return names;

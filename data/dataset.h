@@ -53,7 +53,11 @@ std::string broken_link_reason(const std::string& path);
 using LogFn = std::function<void(const std::string&)>;
 void log_to(const LogFn& log, const std::string& message);
 
-// "0", "1", ..., for datasets that carry no class names.
+// The most classes a dataset may have: far beyond any real label set (ImageNet-21k has 21,841), and
+// a bound on what a label index in a list file can make cnn allocate (one name per class).
+inline constexpr int64_t kMaxClasses = 1 << 20;
+
+// "0", "1", ..., for datasets that carry no class names; count is at most kMaxClasses.
 std::vector<std::string> numbered_class_names(int64_t count);
 
 }  // namespace cnn::data

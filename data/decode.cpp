@@ -52,18 +52,39 @@ void check_pixel_limit(int64_t width, int64_t height, const DecodeOptions& optio
                           "([data] max_image_pixels in a config; 0: no limit)");
 }
 
+int64_t be32(const uint8_t* at) {
+  return static_cast<int64_t>(at[0]) << 24 | static_cast<int64_t>(at[1]) << 16 | static_cast<int64_t>(at[2]) << 8 |
+         static_cast<int64_t>(at[3]);
+}
+
+bool is_png(const uint8_t* bytes, size_t size) {
+  static const uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  return size >= 8 && std::memcmp(bytes, kSignature, 8) == 0;
+}
+
 // A PNG's width and height from its IHDR chunk, which must come first; false when it is not there.
 // (stb_image's own header check refuses very large PNGs with a vaguer "too large".)
 bool png_size(const uint8_t* bytes, size_t size, int64_t& width, int64_t& height) {
-  static const uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
-  if (size < 24 || std::memcmp(bytes, kSignature, 8) != 0 || std::memcmp(bytes + 12, "IHDR", 4) != 0) return false;
-  auto be32 = [&](size_t at) {
-    return static_cast<int64_t>(bytes[at]) << 24 | static_cast<int64_t>(bytes[at + 1]) << 16 |
-           static_cast<int64_t>(bytes[at + 2]) << 8 | static_cast<int64_t>(bytes[at + 3]);
-  };
-  width = be32(16);
-  height = be32(20);
+  if (size < 24 || !is_png(bytes, size) || std::memcmp(bytes + 12, "IHDR", 4) != 0) return false;
+  width = be32(bytes + 16);
+  height = be32(bytes + 20);
   return true;
+}
+
+// Refuses a PNG chunk that claims more bytes than the file has left: stb_image allocates an IDAT
+// chunk's claimed length (up to 2^31) before reading it, so 70 bytes could make it allocate 2 GiB.
+void check_png_chunks(const uint8_t* bytes, size_t size, const std::string& name) {
+  for (size_t at = 8; at + 8 <= size;) {
+    const auto length = static_cast<size_t>(be32(bytes + at));
+    const std::string type(reinterpret_cast<const char*>(bytes + at + 4), 4);
+    const size_t left = size - at - 8;  // the chunk's data and its 4-byte CRC
+    if (length + 4 > left)
+      throw CorruptImageError(name + ": not a readable image (PNG chunk '" + type + "' claims " +
+                              std::to_string(length) + " bytes, more than the " + std::to_string(left) +
+                              " left in the file: truncated or corrupt)");
+    if (type == "IEND") return;
+    at += 12 + length;
+  }
 }
 
 // Adobe CMYK (inverted: 255 means no ink) to RGB: R = C * K / 255, and so on.
@@ -116,12 +137,17 @@ Image decode_with_stb(const uint8_t* bytes, size_t size, const DecodeOptions& op
     claimed_height = height;
   }
   check_pixel_limit(claimed_width, claimed_height, options, name);
+  if (is_png(bytes, size)) check_png_chunks(bytes, size, name);
   struct StbFree {
     void operator()(stbi_uc* p) const { stbi_image_free(p); }
   };
   std::unique_ptr<stbi_uc, StbFree> pixels(stbi_load_from_memory(bytes, static_cast<int>(size), &width, &height,
                                                                   &channels_in_file, options.channels));
   if (!pixels) throw CorruptImageError(name + ": not a readable image (" + stbi_failure_reason() + ")");
+  // stb_image accepts a BMP of height 0; an image without pixels is nothing to train on.
+  if (width == 0 || height == 0)
+    throw CorruptImageError(name + ": the image is empty (" + std::to_string(width) + " x " + std::to_string(height) +
+                            " pixels)");
   Image image(height, width, options.channels);
   std::memcpy(image.pixels.data(), pixels.get(), image.pixels.size());
   return image;

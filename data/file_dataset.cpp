@@ -263,6 +263,8 @@ std::shared_ptr<FileDataset> open_list_file(const std::string& path, const ListF
     if (by_index) {
       label = *parse_index(r.label);
       CNN_CHECK(label >= 0, path, ":", r.line, ": negative label ", label);
+      CNN_CHECK(label < kMaxClasses, path, ":", r.line, ": label ", label, " is beyond the ", kMaxClasses,
+                " classes a dataset may have; labels are class indices 0, 1, ... (or class names)");
       CNN_CHECK(classes.empty() || label < static_cast<int64_t>(classes.size()), path, ":", r.line, ": label ", label,
                 " is outside [0, ", classes.size(), ") of the ", classes.size(), " class names given");
       largest = std::max(largest, label);

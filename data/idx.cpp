@@ -27,6 +27,22 @@ void read_exact(gzFile file, void* dst, size_t bytes, const std::string& path, c
     done += static_cast<size_t>(got);
   }
 }
+// Refuses a header that claims more data than the file can hold before that much memory is
+// allocated: a few bytes can claim gigabytes. A raw file must hold the claimed bytes after its
+// header; a gzip stream cannot inflate beyond deflate's maximum ratio of 1032:1 (zlib's FAQ).
+void check_file_can_hold(gzFile file, const std::string& path, int64_t data_bytes, int64_t header_bytes) {
+  std::error_code error;
+  const auto file_bytes = static_cast<int64_t>(std::filesystem::file_size(path, error));
+  if (error) return;  // not a regular file (a pipe): the reads that follow find any shortfall
+  constexpr int64_t kMaxDeflateRatio = 1032;
+  const bool raw = gzdirect(file) == 1;
+  const int64_t most = raw ? file_bytes - header_bytes : file_bytes * kMaxDeflateRatio;
+  CNN_CHECK(data_bytes <= most, "IDX file ", path, ": its header claims ", data_bytes, " bytes of data, more than ",
+            raw ? "the file's " + std::to_string(file_bytes) + " bytes hold after the header"
+                : "its " + std::to_string(file_bytes) + " compressed bytes can inflate to",
+            "; the file is truncated or corrupt; download it again");
+}
+
 }  // namespace
 
 Tensor read_idx(const std::string& path) {
@@ -53,6 +69,7 @@ Tensor read_idx(const std::string& path) {
   }
   const std::optional<int64_t> count = element_count(dims);
   CNN_CHECK(count.has_value(), "IDX file ", path, ": its header's sizes multiply beyond 2^60 bytes; the file is corrupt");
+  check_file_can_hold(file, path, *count, 4 + 4 * static_cast<int64_t>(rank));
   Tensor t = Tensor::empty(Shape(dims), DType::u8);
   read_exact(file, t.data(), t.nbytes(), path, "data");
   return t;

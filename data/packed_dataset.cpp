@@ -112,12 +112,18 @@ std::vector<std::string> read_class_names(hid_t file, const std::string& path) {
   H5 set(H5Dopen2(file, "class_names", H5P_DEFAULT), H5Dclose, path + ": opening class_names");
   H5 space(H5Dget_space(set.get()), H5Sclose, "class name space");
   const hssize_t count = H5Sget_simple_extent_npoints(space.get());
+  CNN_CHECK(count >= 0 && count <= kMaxClasses, path, ": class_names holds ", count, " names, outside [0, ", kMaxClasses,
+            "]; the file is damaged, pack it again");
   H5 type(H5Tcopy(H5T_C_S1), H5Tclose, "string type");
   check(H5Tset_size(type.get(), H5T_VARIABLE), "H5Tset_size");
   std::vector<char*> pointers(static_cast<size_t>(count), nullptr);
   check(H5Dread(set.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, pointers.data()), path + ": reading class_names");
-  std::vector<std::string> names(pointers.begin(), pointers.end());
+  // A name never written reads as a null pointer (the dataset's fill value).
+  const bool all_written = std::none_of(pointers.begin(), pointers.end(), [](const char* p) { return p == nullptr; });
+  std::vector<std::string> names;
+  if (all_written) names.assign(pointers.begin(), pointers.end());
   H5Dvlen_reclaim(type.get(), space.get(), H5P_DEFAULT, pointers.data());
+  CNN_CHECK(all_written, path, ": class_names has names that were never written; the file is damaged, pack it again");
   return names;
 }
 

@@ -28,6 +28,9 @@ Shape::Shape(const std::vector<int64_t>& dims) {
 }
 
 int64_t Shape::numel() const {
+  // A zero anywhere makes the product 0; multiplying in order first could overflow ([2^40, 2^40, 0]).
+  for (int i = 0; i < rank_; ++i)
+    if (dims_[static_cast<size_t>(i)] == 0) return 0;
   int64_t n = 1;
   for (int i = 0; i < rank_; ++i) n *= dims_[static_cast<size_t>(i)];
   return n;

@@ -2,12 +2,13 @@
 # Installs the Debian packages that cnn's build and tests need (only when some are missing), then
 # configures and builds the project into build/ (or $CNN_BUILD_DIR). Safe to run again.
 # The CUDA toolkit is used when nvcc is found (/usr/local/cuda); without it the CPU backend is built.
+# clang (with libFuzzer's runtime) builds only the fuzz harnesses (scripts/test.sh, docs/fuzzing.md).
 set -eu
 cd "$(dirname "$0")/.."
 
 packages="build-essential cmake ccache doctest-dev libopenblas-dev libopenblas-openmp-dev zlib1g-dev dataset-fashion-mnist python3
   libhdf5-dev libturbojpeg0-dev libstb-dev libinih-dev libcli11-dev nlohmann-json3-dev pkg-config
-  libopenmpi-dev openmpi-bin"
+  libopenmpi-dev openmpi-bin clang libclang-rt-14-dev"
 missing=""
 for p in $packages; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -49,6 +49,21 @@ TEST_CASE("an IDX header whose sizes multiply beyond what a tensor holds is refu
   CHECK_THROWS_WITH_AS(read_idx(huge), doctest::Contains("header's sizes multiply beyond 2^60"), Error);
 }
 
+TEST_CASE("an IDX header that claims more data than the file can hold is refused before it is allocated") {
+  TempDir dir;
+  // 16 bytes claiming 2^32 bytes of data: refused from the file's size, without allocating 4 GiB.
+  const std::string raw = dir.write("short-idx3-ubyte", idx_bytes({65536, 256, 256}, {1, 2, 3, 4}));
+  CHECK_THROWS_WITH_AS(read_idx(raw), doctest::Contains("claims 4294967296 bytes of data, more than the file's 20 bytes hold"),
+                       Error);
+  // A gzip stream cannot inflate more than 1032-fold.
+  const std::string gz = (dir.path() / "short-idx3-ubyte.gz").string();
+  write_gzip(gz, idx_bytes({65536, 256, 256}, {1, 2, 3, 4}));
+  CHECK_THROWS_WITH_AS(read_idx(gz), doctest::Contains("compressed bytes can inflate to"), Error);
+  // Data that compresses well is still read whole.
+  write_gzip(gz, idx_bytes({100, 100, 100}, std::vector<uint8_t>(1000000, 7)));
+  CHECK(read_idx(gz).numel() == 1000000);
+}
+
 TEST_CASE("IDX image and label files become a 1-channel dataset, raw or gzip") {
   TempDir dir;
   std::vector<uint8_t> pixels(3 * 4 * 5);
@@ -258,6 +273,10 @@ TEST_CASE("list files: header or not, index or name labels, paths relative to th
     CHECK(e2.find(missing + ":2: " + (dir.path() / "imgs/gone.png").string()) != std::string::npos);
     const std::string unknown = dir.write_text("u.csv", "imgs/one.png,zebra\n");
     CHECK(test::error_message([&] { open_list_file(unknown, options); }).find(":1: class \"zebra\"") != std::string::npos);
+    // A label index numbers the classes up to it: a huge one is refused, not allocated as names.
+    const std::string huge = dir.write_text("h.csv", "imgs/one.png,999999999999\n");
+    CHECK(test::error_message([&] { open_list_file(huge); }).find(huge + ":1: label 999999999999 is beyond the") !=
+          std::string::npos);
     const std::string malformed = dir.write_text("x.csv", "imgs/one.png\n");
     CHECK(test::error_message([&] { open_list_file(malformed); }).find(":1: expected \"path,label\"") != std::string::npos);
   }

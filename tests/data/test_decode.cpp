@@ -105,6 +105,10 @@ TEST_CASE("corrupt inputs raise CorruptImageError with the reason") {
         std::string::npos);
   const std::string text = "just some text, certainly not an image";
   CHECK(corrupt_message(std::vector<uint8_t>(text.begin(), text.end())).find("fixture") == 0);
+  // stb_image decodes a BMP whose header says height 0 to no pixels at all.
+  std::vector<uint8_t> flat = encode_image(pattern_image(2, 3, 3), ImageFormat::bmp);
+  std::fill(flat.begin() + 22, flat.begin() + 26, uint8_t{0});  // BITMAPINFOHEADER biHeight
+  CHECK(corrupt_message(flat).find("the image is empty (3 x 0 pixels)") != std::string::npos);
 }
 
 namespace {
@@ -172,6 +176,16 @@ TEST_CASE("decompression bombs: a header claiming more pixels than the limit is 
   CHECK_THROWS_AS(decode_image(unlimited.data(), unlimited.size(), {.max_pixels = 0}, "fixture"), CorruptImageError);
   CHECK_THROWS_WITH_AS(decode_image(unlimited.data(), unlimited.size(), {.max_pixels = -1}, "fixture"),
                        doctest::Contains("max_pixels must be 0 (no limit) or positive, not -1"), Error);
+}
+
+TEST_CASE("a PNG chunk claiming more bytes than the file holds is corrupt, before stb_image allocates it") {
+  // 1.1 GB claimed by a 67-byte file: stb_image would allocate all of it before finding it missing.
+  std::vector<uint8_t> claiming = png_header_claiming(5, 3);
+  const std::vector<uint8_t> idat = {0x44, 0x52, 0x00, 0x16, 'I', 'D', 'A', 'T', 0x78, 0x5e};
+  claiming.insert(claiming.end() - 12, idat.begin(), idat.end());  // before IEND
+  CHECK(corrupt_message(claiming).find("PNG chunk 'IDAT' claims 1146224662 bytes, more than the") != std::string::npos);
+  // Whole chunks pass the check (and this header-only file fails later, in stb_image).
+  CHECK(corrupt_message(png_header_claiming(5, 3)).find("not a readable image") != std::string::npos);
 }
 
 TEST_CASE("unreadable files: missing, a folder, zero bytes") {

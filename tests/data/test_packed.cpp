@@ -12,6 +12,7 @@
 #include "data/packed_dataset.h"
 #include "engine/io/hdf5.h"
 #include "fixtures.h"
+#include "packed_by_hand.h"
 
 using namespace cnn;
 using namespace cnn::data;
@@ -127,6 +128,22 @@ TEST_CASE("opening something that is not a packed dataset explains itself") {
   const std::string text = dir.write_text("x.h5", "not hdf5");
   CHECK(error_message([&] { PackedDataset p(text); }).find("not an HDF5 file") != std::string::npos);
   CHECK(error_message([&] { PackedDataset p((dir.path() / "none.h5").string()); }).find("make one with cnn_pack") !=
+        std::string::npos);
+}
+
+TEST_CASE("packed: damaged files are refused with a cnn::Error") {
+  TempDir dir;
+  HandPackedFile file;
+  file.labels = {1, 0};
+  file.class_names = {"cat", "dog"};
+  file.data = Tensor::zeros({2, 4, 4, 3}, DType::u8);
+  const std::string path = (dir.path() / "packed.h5").string();
+  write_packed_by_hand(path, file);
+  CHECK(PackedDataset(path).num_classes() == 2);
+  // Names never written read as null pointers; they were turned into std::string (std::logic_error).
+  file.class_names_written = false;
+  write_packed_by_hand(path, file);
+  CHECK(error_message([&] { PackedDataset p(path); }).find("class_names has names that were never written") !=
         std::string::npos);
 }
 

@@ -28,6 +28,8 @@ TEST_CASE("a shape whose element count overflows is refused, zero-size shapes st
                        Error);
   CHECK_THROWS_AS(Tensor::empty({int64_t{1} << 31, int64_t{1} << 31}), Error);
   CHECK(element_count({int64_t{1} << 40, 0, int64_t{1} << 40}) == 0);
+  // Multiplied in order, 2^40 * 2^40 overflows before the 0 (undefined behaviour, which UBSan reports).
+  CHECK(Shape({int64_t{1} << 40, int64_t{1} << 40, 0}).numel() == 0);
   CHECK(element_count({int64_t{1} << 30, int64_t{1} << 30}) == kMaxElements);
   CHECK_FALSE(element_count({int64_t{1} << 30, (int64_t{1} << 30) + 1}).has_value());
   CHECK_FALSE(element_count({3, -1}).has_value());

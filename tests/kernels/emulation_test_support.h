@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <set>
@@ -15,6 +16,13 @@
 namespace cnn::testing {
 
 namespace cpu = cnn::kernels::cpu;
+
+// Whether two vectors hold the same bytes (NaNs compare by their bits). memcmp of an empty vector's
+// data() would pass a null pointer, which is undefined even for zero bytes (UBSan reports it).
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
 
 struct Buffer {
   DType dt;

@@ -9,11 +9,13 @@
 #include <cstring>
 #include <vector>
 
+#include "emulation_test_support.h"
 #include "kernels/elementwise.h"
 #include "kernels/optimizer.h"
 
 using namespace cnn;
 using namespace cnn::kernels;
+using cnn::testing::same_bits;
 
 namespace {
 const std::vector<int64_t> kSizes = {1000, 3, 64, 0, 1, 517, 192};
@@ -60,11 +62,10 @@ struct Group {
 void expect_same(const Group& got, const Group& want) {
   for (size_t t = 0; t < kSizes.size(); ++t) {
     INFO("tensor " << t << " of " << kSizes[t] << " elements");
-    const size_t bytes = static_cast<size_t>(kSizes[t]) * 4;
-    CHECK(std::memcmp(got.params[t].data(), want.params[t].data(), bytes) == 0);
-    CHECK(std::memcmp(got.state1[t].data(), want.state1[t].data(), bytes) == 0);
-    CHECK(std::memcmp(got.state2[t].data(), want.state2[t].data(), bytes) == 0);
-    CHECK(std::memcmp(got.copies[t].data(), want.copies[t].data(), got.copies[t].size()) == 0);
+    CHECK(same_bits(got.params[t], want.params[t]));
+    CHECK(same_bits(got.state1[t], want.state1[t]));
+    CHECK(same_bits(got.state2[t], want.state2[t]));
+    CHECK(same_bits(got.copies[t], want.copies[t]));
   }
 }
 }  // namespace

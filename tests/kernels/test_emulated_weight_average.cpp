@@ -8,11 +8,13 @@
 #include <cstring>
 #include <vector>
 
+#include "emulation_test_support.h"
 #include "kernels/elementwise.h"
 #include "kernels/weight_average.h"
 
 using namespace cnn;
 using namespace cnn::kernels;
+using cnn::testing::same_bits;
 
 namespace {
 const std::vector<int64_t> kSizes = {1000, 3, 64, 0, 1, 517, 192};
@@ -58,7 +60,7 @@ TEST_CASE("weight average: EMA and SWA updates on the emulated device match the 
     }
     for (size_t t = 0; t < kSizes.size(); ++t) {
       INFO("tensor " << t << " of " << kSizes[t] << " elements");
-      CHECK(std::memcmp(on_cpu.average[t].data(), emulated.average[t].data(), static_cast<size_t>(kSizes[t]) * 4) == 0);
+      CHECK(same_bits(on_cpu.average[t], emulated.average[t]));
       CHECK(on_cpu.model[t] == emulated.model[t]);  // the model is only read
     }
     CHECK(on_cpu.average[0] != before[0]);  // it did update

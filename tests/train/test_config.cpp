@@ -172,6 +172,20 @@ TEST_CASE("config: the resolved INI lists every key and parses back to the same 
   CHECK_FALSE(back == Config());
 }
 
+TEST_CASE("config: --set values survive the resolved INI, or are refused when a config file could not hold them") {
+  // Surrounding spaces and quotes stay; whitespace is what inih trims (a trailing vertical tab too).
+  const Config c = Config::parse("", "x.ini", {"data.path=\" spaced \"", "run.name=\"\"quoted\"\"", "model.name=resnet18\v"});
+  CHECK(c.text("data.path") == " spaced ");
+  CHECK(c.text("run.name") == "\"quoted\"");
+  CHECK(c.text("model.name") == "resnet18");
+  CHECK(Config::parse(c.to_ini(), "resolved.ini") == c);
+  // A ';' after a space starts an inline comment in the file, and a line break ends the value.
+  CHECK(refusal("", {"data.path=a ;b"}) == doctest::Contains("cannot be written in a config file: a ';'"));
+  CHECK(refusal("", {"data.path=;b"}) == doctest::Contains("cannot be written in a config file: a ';'"));
+  CHECK(refusal("", {"data.path=a\nb"}) == doctest::Contains("line break"));
+  CHECK(Config::parse("", "x.ini", {"data.path=a;b"}).text("data.path") == "a;b");
+}
+
 TEST_CASE("config: loading a file reports its path, a missing file is an error") {
   const io_test::ScratchDir dir("config");
   const std::filesystem::path path = dir / "exp.ini";

@@ -24,10 +24,13 @@ namespace {
 // (ini_max_line: the line, its '\n' and the '\0'; the reader strips '\r'); its default is 200.
 constexpr size_t kMaxLine = 4096;
 
+// inih's whitespace (isspace), so that a --set value is trimmed as a value in a file is.
+constexpr const char* kSpace = " \t\n\v\f\r";
+
 std::string trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t\r");
+  const size_t b = s.find_first_not_of(kSpace);
   if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+  return s.substr(b, s.find_last_not_of(kSpace) - b + 1);
 }
 
 // "" or "; did you mean 'x'?"
@@ -71,6 +74,25 @@ std::string bad_value_message(const KeySpec& spec, const std::string& value, con
 // Strips one pair of surrounding double quotes ("" is the empty value).
 std::string unquote(const std::string& value) {
   if (value.size() >= 2 && value.front() == '"' && value.back() == '"') return value.substr(1, value.size() - 2);
+  return value;
+}
+
+// Why a --set value could not be written in a config file ("" when it could): the resolved config
+// (config.ini in the run folder, which --resume reads) must parse back to the same values. inih
+// ends a value at a ';' that follows whitespace (an inline comment), and at the end of the line.
+std::string not_ini_representable(const std::string& value) {
+  if (value.find_first_of(std::string("\n\0", 2)) != std::string::npos) return "it holds a line break or a NUL byte";
+  for (size_t i = 0; i < value.size(); ++i)
+    if (value[i] == ';' && (i == 0 || std::strchr(kSpace, value[i - 1])))
+      return "a ';' at its start or after a space would start a comment in the config file";
+  return "";
+}
+
+// A value as to_ini writes it: quoted when reading it back would otherwise strip its quotes or
+// its surrounding whitespace.
+std::string ini_value(const std::string& value) {
+  const bool quoted = value.size() >= 2 && value.front() == '"' && value.back() == '"';
+  if (quoted || (!value.empty() && trim(value) != value)) return '"' + value + '"';
   return value;
 }
 
@@ -227,6 +249,8 @@ void Config::apply_override(const std::string& assignment) {
   const std::string value = unquote(trim(assignment.substr(eq + 1)));
   const KeySpec* spec = find_key(section, key);
   CNN_CHECK(spec != nullptr, "--set '", assignment, "': ", unknown_key_message(section, key));
+  const std::string unwritable = not_ini_representable(value);
+  CNN_CHECK(unwritable.empty(), "--set '", assignment, "': the value cannot be written in a config file: ", unwritable);
   const std::string why = spec->validate(value);
   CNN_CHECK(why.empty(), "--set '", assignment, "': ", bad_value_message(*spec, value, why));
   values_[name] = {value, "--set"};
@@ -296,7 +320,7 @@ std::string Config::to_ini() const {
   for (const std::string& section : config_sections()) {
     out << "\n[" << section << "]\n";
     for (const KeySpec& k : config_schema())
-      if (k.section == section) out << k.key << " = " << values_.at(k.name()).text << "\n";
+      if (k.section == section) out << k.key << " = " << ini_value(values_.at(k.name()).text) << "\n";
   }
   return out.str();
 }

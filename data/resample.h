@@ -5,7 +5,8 @@
 // Separable: a horizontal pass in float over the source rows the vertical pass needs (each one
 // once), then a vertical pass in float rounding to 8 bits (half to even). Each value is the plain
 // sum of weight * input over its taps in input order, so the bits do not depend on how the loops
-// are vectorised (resample.cpp says how they are made fast).
+// are vectorised (resample.cpp says how they are made fast). Any ratio: an axis shrunk 30x or more
+// is box-reduced first (box_reduce.h), which keeps the result within 0.75 of the exact value.
 #pragma once
 #include "data/image.h"
 

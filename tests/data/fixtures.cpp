@@ -61,6 +61,18 @@ Image constant_image(int h, int w, int c, uint8_t value) {
   return image;
 }
 
+Image noise_image(int h, int w, int c, uint32_t seed) {
+  Image image(h, w, c);
+  uint32_t state = seed * 2654435761u + 1;
+  for (uint8_t& v : image.pixels) {  // xorshift32
+    state ^= state << 13;
+    state ^= state >> 17;
+    state ^= state << 5;
+    v = static_cast<uint8_t>(state >> 24);
+  }
+  return image;
+}
+
 int max_abs_diff(const Image& a, const Image& b) {
   if (a.height != b.height || a.width != b.width || a.channels != b.channels) return 1 << 20;
   int worst = 0;

@@ -32,6 +32,9 @@ Image pattern_image(int h, int w, int c, int seed = 0);
 // A smooth image (gentle gradients) that survives lossy JPEG coding within a few levels.
 Image smooth_image(int h, int w, int c, int seed = 0);
 Image constant_image(int h, int w, int c, uint8_t value);
+// Uniform pseudo-random bytes, a fixed function of (seed, position): the hardest case for a filter
+// (all the energy at high frequencies).
+Image noise_image(int h, int w, int c, uint32_t seed = 1);
 
 // Largest absolute difference between two images of the same size.
 int max_abs_diff(const Image& a, const Image& b);

@@ -195,6 +195,7 @@ Image PackedDataset::load(int64_t index, const DecodeOptions& options) const {
 // ---- writer ----
 PackReport pack_dataset(const Dataset& dataset, const std::string& out_path, const PackOptions& options) {
   const auto log = options.log ? options.log : default_log;
+  const DecodeOptions decode{.channels = options.channels, .max_pixels = options.max_image_pixels};
   const auto* files = dynamic_cast<const FileDataset*>(&dataset);
   CNN_CHECK(!options.encoded || files != nullptr,
             "--encoded keeps the original files' bytes, so it needs an image folder or a list file");
@@ -224,7 +225,7 @@ PackReport pack_dataset(const Dataset& dataset, const std::string& out_path, con
       std::vector<uint8_t> bytes;
       try {
         bytes = files->encoded(i);
-        decode_image(bytes.data(), bytes.size(), {.channels = options.channels}, dataset.source(i));  // readable?
+        decode_image(bytes.data(), bytes.size(), decode, dataset.source(i));  // readable, and within the pixel limit?
       } catch (const CorruptImageError& e) {
         log(std::string("skipping unreadable sample: ") + e.what());
         report.skipped.push_back(dataset.source(i));
@@ -247,7 +248,7 @@ PackReport pack_dataset(const Dataset& dataset, const std::string& out_path, con
     if (options.size > 0) {
       transforms = {std::make_shared<Resize>(options.size), std::make_shared<CenterCrop>(options.size, options.size)};
     } else {  // native size: every image must have the first one's
-      const Image first = dataset.load(0, {.channels = options.channels});
+      const Image first = dataset.load(0, decode);
       side_h = first.height, side_w = first.width;
     }
     const Pipeline pipeline(transforms, side_h, side_w, options.channels, Normalize::identity(options.channels));
@@ -257,6 +258,7 @@ PackReport pack_dataset(const Dataset& dataset, const std::string& out_path, con
     lo.shuffle = false;
     lo.dtype = DType::u8;
     lo.pinned = false;
+    lo.max_image_pixels = options.max_image_pixels;
     lo.log = log;
     Loader loader(std::shared_ptr<const Dataset>(&dataset, [](const Dataset*) {}), pipeline, lo);
     const hsize_t chunk[4] = {1, static_cast<hsize_t>(side_h), static_cast<hsize_t>(side_w),
@@ -287,7 +289,8 @@ PackReport pack_dataset(const Dataset& dataset, const std::string& out_path, con
 }
 
 // ---- scan ----
-std::vector<std::pair<std::string, std::string>> check_dataset(const Dataset& dataset, int workers) {
+std::vector<std::pair<std::string, std::string>> check_dataset(const Dataset& dataset, int workers, int64_t max_image_pixels) {
+  const DecodeOptions decode{.channels = 3, .max_pixels = max_image_pixels};
   std::atomic<int64_t> next{0};
   std::mutex mutex;
   std::vector<std::pair<int64_t, std::string>> bad;
@@ -297,7 +300,7 @@ std::vector<std::pair<std::string, std::string>> check_dataset(const Dataset& da
     threads.emplace_back([&] {
       for (int64_t i = next++; i < dataset.size(); i = next++) {
         try {
-          dataset.load(i, {.channels = 3});
+          dataset.load(i, decode);
         } catch (const CorruptImageError& e) {
           std::lock_guard<std::mutex> lock(mutex);
           bad.emplace_back(i, e.what());

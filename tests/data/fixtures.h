@@ -36,6 +36,12 @@ Image constant_image(int h, int w, int c, uint8_t value);
 // (all the energy at high frequencies).
 Image noise_image(int h, int w, int c, uint32_t seed = 1);
 
+// Appends v big-endian (PNG chunks, IDX headers).
+void put_be32(std::vector<uint8_t>& out, uint32_t v);
+// A PNG signature, an IHDR chunk (8-bit RGB) claiming width x height, and IEND: a few dozen bytes
+// (a decompression bomb's header without its data).
+std::vector<uint8_t> png_header_claiming(uint32_t width, uint32_t height);
+
 // Largest absolute difference between two images of the same size.
 int max_abs_diff(const Image& a, const Image& b);
 

@@ -128,3 +128,38 @@ TEST_CASE("opening something that is not a packed dataset explains itself") {
   CHECK(error_message([&] { PackedDataset p((dir.path() / "none.h5").string()); }).find("make one with cnn_pack") !=
         std::string::npos);
 }
+
+TEST_CASE("cnn_pack's pixel limit: a header claiming a huge size is skipped, the limit is an option, 0 lifts it") {
+  // A 40 x 30 PNG (1200 pixels) and a 70-byte PNG header claiming 100000 x 100000 pixels.
+  TempDir src, out;
+  src.write("a/small.png", encode_image(smooth_image(30, 40, 3), ImageFormat::png));
+  src.write("a/bomb.png", png_header_claiming(100000, 100000));
+  const auto ds = open_image_folder(src.path().string());
+  PackOptions o;
+  o.size = 8;
+  o.workers = 1;
+  for (const bool encoded : {false, true}) {
+    o.encoded = encoded;
+    INFO(std::string(encoded ? "encoded" : "pixels"));
+    const std::string path = (out.path() / "p.h5").string();
+    o.max_image_pixels = kDefaultMaxImagePixels;
+    PackReport report = pack_dataset(*ds, path, quiet(o));
+    CHECK(report.written == 1);
+    REQUIRE(report.skipped.size() == 1);
+    CHECK(report.skipped[0].ends_with("bomb.png"));
+    // The limit applies to every image: at 1199 the small one is over it too, and nothing is packed.
+    o.max_image_pixels = 1199;
+    CHECK(error_message([&] { pack_dataset(*ds, path, quiet(o)); }).find("no readable images") != std::string::npos);
+    o.max_image_pixels = 1200;
+    CHECK(pack_dataset(*ds, path, quiet(o)).written == 1);
+  }
+  // The scan reports the same, with the reason; without a limit the bomb's missing data makes it unreadable.
+  auto bad = check_dataset(*ds, 1);
+  REQUIRE(bad.size() == 1);
+  CHECK(bad[0].second.find("claims 100000 x 100000 pixels (10000000000), more than the limit of 89478485") != std::string::npos);
+  CHECK(bad[0].second.find("--max-image-pixels") != std::string::npos);
+  CHECK(check_dataset(*ds, 1, 1199).size() == 2);
+  bad = check_dataset(*ds, 1, 0);
+  REQUIRE(bad.size() == 1);
+  CHECK(bad[0].second.find("more than the limit") == std::string::npos);
+}

@@ -30,7 +30,8 @@ std::string dataset_spec(const Config& config, const std::string& path, bool tra
   }
   if (format == "cifar")
     return (config.integer("model.num_classes") == 100 ? "cifar100:" : "cifar10:") + path + (train ? ":train" : ":test");
-  return path;  // folder (a directory), packed (.h5) or list files are recognised by open_dataset
+  if (format == "packed") return "packed:" + path;  // a folder or another file is refused, not opened as something else
+  return path;  // folder (a directory) or list files are recognised by open_dataset
 }
 
 DType compute_dtype(const std::string& mode) {

@@ -59,3 +59,10 @@ TEST_CASE("settings of a rank: its own GPU, its shard, the global batch in the l
   CHECK(pinned.distributed.timeout_seconds == 20);
   CHECK(pinned.model.sync_bn);
 }
+
+TEST_CASE("format = packed opens the path as a packed file only: a folder is refused, not read as images") {
+  const TrainSettings packed = from_config(Config::parse(kConfig, "p.ini", {"data.format=packed", "data.path=/data/train", "data.val_path=/data/val.h5"}));
+  CHECK(packed.data.train_spec == "packed:/data/train");
+  CHECK(packed.data.validation_spec == "packed:/data/val.h5");
+  CHECK(from_config(Config::parse(kConfig, "p.ini", {"data.format=folder", "data.path=/data/train"})).data.train_spec == "/data/train");
+}

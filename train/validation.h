@@ -15,6 +15,7 @@ namespace cnn::train {
 
 struct Validation {
   double loss = 0, top1 = 0, top5 = 0;  // mean cross-entropy; accuracies in percent
+  int64_t images = 0, corrupt = 0;      // images evaluated, and unreadable ones left out
   std::vector<int64_t> confusion;       // [truth * classes + predicted]
 };
 

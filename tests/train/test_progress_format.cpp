@@ -123,6 +123,8 @@ TEST_CASE("progress format: the epoch line has the step fields, then validation,
   line.corrupt_images = 3;
   CHECK(format_epoch_line(line) == "epoch 2/8 done  loss 0.3512  lr 0.095  1712 img/s  wait 0.2%  0:42  run eta 8:31  "
                                    "3 corrupt images skipped; val loss 0.3014  top-1 88.92%  top-5 99.84%");
+  line.val_corrupt_images = 2;
+  CHECK(format_epoch_line(line).ends_with("; val loss 0.3014  top-1 88.92%  top-5 99.84%  2 corrupt validation images skipped"));
   EpochLine cut{.figures = typical()};
   cut.figures.epoch_eta_seconds = cut.figures.run_eta_seconds = std::nan("");
   CHECK(format_epoch_line(cut) == "epoch 2/8 stopped at 100/234  loss 0.3512  lr 0.095  1712 img/s  wait 0.2%  0:42");

@@ -123,6 +123,7 @@ std::string format_epoch_line(const EpochLine& e) {
   if (e.corrupt_images > 0) text += "  " + std::to_string(e.corrupt_images) + " corrupt images skipped";
   if (known(e.val_loss))
     text += "; val loss " + fixed(e.val_loss, 4) + "  top-1 " + fixed(e.val_top1, 2) + "%  top-5 " + fixed(e.val_top5, 2) + "%";
+  if (e.val_corrupt_images > 0) text += "  " + std::to_string(e.val_corrupt_images) + " corrupt validation images skipped";
   return text;
 }
 

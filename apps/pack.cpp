@@ -36,13 +36,18 @@ int main(int argc, char** argv) {
   app.add_flag("--encoded", options.encoded, "store the original file bytes instead of decoded pixels");
   app.add_option("--channels", options.channels, "1 (gray) or 3 (RGB)")->check(CLI::IsMember({1, 3}));
   app.add_option("--workers", options.workers, "decoding threads")->check(cnn::apps::at_least(1));
+  app.add_option("--max-image-pixels", options.max_image_pixels,
+                 "an image whose header claims more pixels (width x height) is skipped as unreadable before it is decoded "
+                 "(decompression bombs; cnn_train's [data] max_image_pixels); 0: no limit")
+      ->check(cnn::apps::at_least(0))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   try {
     const auto started = std::chrono::steady_clock::now();
     const cnn::data::DatasetPtr dataset = cnn::data::open_dataset(source);
     if (check_only) {
-      const auto bad = cnn::data::check_dataset(*dataset, options.workers);
+      const auto bad = cnn::data::check_dataset(*dataset, options.workers, options.max_image_pixels);
       for (const auto& [file, reason] : bad) std::printf("%s\t%s\n", file.c_str(), reason.c_str());
       std::fprintf(stderr, "cnn_pack: checked %lld samples, %zu unreadable\n", static_cast<long long>(dataset->size()),
                    bad.size());

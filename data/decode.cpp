@@ -49,7 +49,7 @@ void check_pixel_limit(int64_t width, int64_t height, const DecodeOptions& optio
                           " pixels (" + std::to_string(pixels) + "), more than the limit of " +
                           std::to_string(options.max_pixels) +
                           " (a decompression bomb, or a huge image); if it is genuine, raise the limit "
-                          "([data] max_image_pixels in a config; 0: no limit)");
+                          "([data] max_image_pixels in a config, --max-image-pixels for cnn_pack; 0: no limit)");
 }
 
 int64_t be32(const uint8_t* at) {

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <vector>
 
+#include "data/file_signature.h"
+
 namespace cnn::data {
 
 namespace {
@@ -55,7 +57,16 @@ Tensor read_idx(const std::string& path) {
 
   unsigned char magic[4];
   read_exact(file, magic, 4, path, "header");
-  CNN_CHECK(magic[0] == 0 && magic[1] == 0, "IDX file ", path, " does not start with an IDX magic number");
+  if (magic[0] != 0 || magic[1] != 0) {
+    // What the (decompressed) file starts with instead: a few more bytes tell an HDF5 file or a PNG.
+    uint8_t start[16];
+    std::memcpy(start, magic, 4);
+    const int more = gzread(file, start + 4, sizeof start - 4);
+    throw Error("IDX file " + path + " starts with " + describe_signature(start, 4 + static_cast<size_t>(std::max(more, 0))) +
+                ", not an IDX magic number (two zero bytes, the element type 0x08 for unsigned bytes, then the number "
+                "of dimensions: 0x00000803 for MNIST images, 0x00000801 for labels); point at the MNIST-format files "
+                "(train-images-idx3-ubyte[.gz], ...), or download them again if this one is damaged");
+  }
   CNN_CHECK(magic[2] == 0x08, "IDX file ", path, " holds element type 0x", std::hex, int(magic[2]),
             "; only unsigned bytes (0x08) are supported");
   const int rank = magic[3];

@@ -202,15 +202,17 @@ Loader::Buffers Loader::acquire_buffers() {
   return {fresh.images.slice(0, b), fresh.labels.slice(0, b), fresh.last_upload};
 }
 
-// Decodes sample `index` into `image`; false when it is corrupt and skipped. assemble() runs the
-// transforms, since it also writes their random-erasing box.
-bool Loader::load_sample(int64_t index, Image& image) {
+// Decodes sample `index` of `epoch` and runs the transforms on it, into `image` and the random
+// erasing box `erase`; false when it is corrupt and skipped. A transform can also find a sample
+// unusable (Resize of a long thin strip): that is skipped and counted the same way.
+bool Loader::load_sample(int64_t index, int64_t epoch, Image& image, std::optional<Box>& erase) {
   {
     std::lock_guard<std::mutex> lock(corrupt_mutex_);
     if (corrupt_indices_.count(index)) return false;
   }
   try {
-    image = dataset_->load(index, decode_);
+    image = pipeline_.run(dataset_->load(index, decode_), options_.seed, static_cast<uint64_t>(epoch),
+                          static_cast<uint64_t>(index), dataset_->source(index), erase);
     return true;
   } catch (const CorruptImageError& e) {
     if (options_.fail_on_corrupt)
@@ -242,12 +244,10 @@ Loader::Result Loader::assemble(const EpochPlan& plan, int64_t step, uint64_t ge
     if (stop_ || generation != generation_) return result;  // abandoned: nobody will take it
     const int64_t index = plan.indices()[static_cast<size_t>(begin + j)];
     try {
-      if (!load_sample(index, image)) {
+      if (!load_sample(index, plan.epoch(), image, erase)) {
         ++batch.skipped;
         continue;
       }
-      image = pipeline_.run(std::move(image), options_.seed, static_cast<uint64_t>(plan.epoch()),
-                            static_cast<uint64_t>(index), dataset_->source(index), erase);
     } catch (const std::exception& e) {
       throw Error("sample " + std::to_string(index) + " (" + dataset_->source(index) + "): " + e.what());
     }

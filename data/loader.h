@@ -124,7 +124,7 @@ class Loader {
   };
   void work(int worker);
   Result assemble(const EpochPlan& plan, int64_t step, uint64_t generation);
-  bool load_sample(int64_t index, Image& image);
+  bool load_sample(int64_t index, int64_t epoch, Image& image, std::optional<Box>& erase);
   Buffers acquire_buffers();
   const SamplerOptions& sampler_options() const { return options_; }
   void log(const std::string& message) const;

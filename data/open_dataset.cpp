@@ -35,6 +35,7 @@ DatasetPtr open_dataset(const std::string& spec, const LogFn& log) {
     const auto [dir, train] = dir_and_split(rest, spec);
     return open_cifar(dir, kind == "cifar10" ? CifarVariant::cifar10 : CifarVariant::cifar100, train);
   }
+  if (kind == "packed") return std::make_shared<PackedDataset>(rest);  // whatever the name, and a folder is refused
   if (kind == "idx") {
     const size_t comma = rest.find(',');
     CNN_CHECK(comma != std::string::npos, "dataset '", spec, "': expected idx:IMAGES,LABELS");
@@ -46,7 +47,7 @@ DatasetPtr open_dataset(const std::string& spec, const LogFn& log) {
   if (ext == ".h5" || ext == ".hdf5") return std::make_shared<PackedDataset>(spec);
   if (ext == ".csv" || ext == ".txt" || ext == ".lst") return open_list_file(spec);
   throw Error("cannot tell what dataset '" + spec +
-              "' is: give a folder (ImageFolder), a .csv/.txt/.lst list file, a .h5 packed file, "
+              "' is: give a folder (ImageFolder), a .csv/.txt/.lst list file, a .h5 packed file (or packed:FILE), "
               "mnist:DIR, fashion-mnist:DIR, idx:IMAGES,LABELS, cifar10:DIR or cifar100:DIR (with :train or :test)");
 }
 

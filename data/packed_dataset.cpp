@@ -10,9 +10,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "data/file_dataset.h"
+#include "data/file_signature.h"
 #include "data/loader.h"
 
 namespace cnn::data {
@@ -55,15 +57,25 @@ void write_string_attribute(hid_t object, const char* name, const std::string& v
   check(H5Awrite(attr.get(), type.get(), value.data()), std::string("writing attribute ") + name);
 }
 
-std::string read_string_attribute(hid_t object, const char* name, const std::string& path) {
-  CNN_CHECK(H5Aexists(object, name) > 0, path, " has no '", name, "' attribute; it was not written by cnn_pack");
-  H5 attr(H5Aopen(object, name, H5P_DEFAULT), H5Aclose, std::string("opening attribute ") + name);
-  H5 type(H5Aget_type(attr.get()), H5Tclose, "attribute type");
-  CNN_CHECK(H5Tget_class(type.get()) == H5T_STRING && !H5Tis_variable_str(type.get()), path,
-            " is not a packed dataset: its '", name, "' attribute is not the one cnn_pack writes (a training checkpoint or ",
-            "weights file, or another program's HDF5 file?); make a packed dataset with cnn_pack");
+// A string attribute, fixed-length (as cnn_pack writes them) or variable-length (as checkpoints
+// and h5py do); nothing when the object has no such attribute.
+std::optional<std::string> read_string_attribute(hid_t object, const char* name, const std::string& path) {
+  if (H5Aexists(object, name) <= 0) return std::nullopt;
+  H5 attr(H5Aopen(object, name, H5P_DEFAULT), H5Aclose, path + ": opening attribute " + name);
+  H5 type(H5Aget_type(attr.get()), H5Tclose, path + ": attribute " + name + "'s type");
+  CNN_CHECK(H5Tget_class(type.get()) == H5T_STRING, path, ": attribute '", name, "' is not a string");
+  if (H5Tis_variable_str(type.get()) > 0) {
+    H5 memory(H5Tcopy(H5T_C_S1), H5Tclose, "string type");
+    check(H5Tset_size(memory.get(), H5T_VARIABLE), "H5Tset_size");
+    check(H5Tset_cset(memory.get(), H5Tget_cset(type.get())), "H5Tset_cset");  // UTF-8 from the checkpoint writer
+    char* text = nullptr;
+    check(H5Aread(attr.get(), memory.get(), &text), path + ": reading attribute " + name);
+    std::string value = text ? text : "";
+    H5free_memory(text);
+    return value;
+  }
   std::string value(H5Tget_size(type.get()), '\0');
-  check(H5Aread(attr.get(), type.get(), value.data()), std::string("reading attribute ") + name);
+  check(H5Aread(attr.get(), type.get(), value.data()), path + ": reading attribute " + name);
   while (!value.empty() && value.back() == '\0') value.pop_back();
   return value;
 }
@@ -108,12 +120,36 @@ void write_class_names(hid_t file, const std::vector<std::string>& names) {
   check(H5Dwrite(set.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, pointers.data()), "writing class_names");
 }
 
-std::vector<std::string> read_class_names(hid_t file, const std::string& path) {
+// The element count of a dataset, refused (before anything is allocated for it) when its elements
+// of `element_bytes` would take more than the whole file: cnn_pack stores every dataset
+// uncompressed, so such a count comes from a damaged header, not from data.
+hsize_t elements_within(hid_t dataset, size_t element_bytes, const char* name, const std::string& path,
+                        uint64_t file_bytes) {
+  H5 space(H5Dget_space(dataset), H5Sclose, path + ": " + name + " space");
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  CNN_CHECK(rank >= 0 && rank <= 8, path, ": /", name, " has ", rank, " dimensions; the file is damaged, pack it again");
+  hsize_t dims[8] = {};
+  H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+  // In long double so that no product of dimensions overflows before it is compared.
+  long double bytes = static_cast<long double>(element_bytes);
+  hsize_t count = 1;
+  for (int i = 0; i < rank; ++i) {
+    bytes *= static_cast<long double>(dims[i]);
+    count *= dims[i];
+  }
+  CNN_CHECK(bytes <= static_cast<long double>(file_bytes), path, ": /", name, " claims ", static_cast<double>(bytes),
+            " bytes (", rank == 1 ? std::to_string(dims[0]) + " entries" : std::to_string(rank) + " dimensions",
+            "), more than the whole file's ", file_bytes, "; the file is damaged (its index does not match its data): "
+            "pack the dataset again with cnn_pack");
+  return count;
+}
+
+std::vector<std::string> read_class_names(hid_t file, const std::string& path, uint64_t file_bytes) {
   H5 set(H5Dopen2(file, "class_names", H5P_DEFAULT), H5Dclose, path + ": opening class_names");
+  const hsize_t count = elements_within(set.get(), 1, "class_names", path, file_bytes);
   H5 space(H5Dget_space(set.get()), H5Sclose, "class name space");
-  const hssize_t count = H5Sget_simple_extent_npoints(space.get());
-  CNN_CHECK(count >= 0 && count <= kMaxClasses, path, ": class_names holds ", count, " names, outside [0, ", kMaxClasses,
-            "]; the file is damaged, pack it again");
+  CNN_CHECK(count <= static_cast<hsize_t>(kMaxClasses), path, ": class_names holds ", count, " names, more than ", kMaxClasses,
+            "; the file is damaged, pack it again");
   H5 type(H5Tcopy(H5T_C_S1), H5Tclose, "string type");
   check(H5Tset_size(type.get(), H5T_VARIABLE), "H5Tset_size");
   std::vector<char*> pointers(static_cast<size_t>(count), nullptr);
@@ -127,10 +163,9 @@ std::vector<std::string> read_class_names(hid_t file, const std::string& path) {
   return names;
 }
 
-std::vector<int64_t> read_i64(hid_t file, const char* name, const std::string& path) {
+std::vector<int64_t> read_i64(hid_t file, const char* name, const std::string& path, uint64_t file_bytes) {
   H5 set(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose, path + ": opening " + name);
-  H5 space(H5Dget_space(set.get()), H5Sclose, "space");
-  std::vector<int64_t> values(static_cast<size_t>(H5Sget_simple_extent_npoints(space.get())));
+  std::vector<int64_t> values(elements_within(set.get(), sizeof(int64_t), name, path, file_bytes));
   if (!values.empty())
     check(H5Dread(set.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), path + ": reading " + name);
   return values;
@@ -150,28 +185,76 @@ void default_log(const std::string& m) { std::fprintf(stderr, "cnn_pack: %s\n", 
 }  // namespace
 
 // ---- reader ----
+namespace {
+constexpr const char* kWhatPacked = "a packed dataset is one HDF5 file with root attribute format = 'cnn-pack-1', made by cnn_pack";
+
+// Refuses, naming what `path` is instead, anything but an HDF5 file: a folder, another format.
+void require_hdf5_file(const std::string& path) {
+  std::error_code ec;
+  CNN_CHECK(std::filesystem::exists(path, ec), "packed dataset ", path, " does not exist; make one with cnn_pack");
+  CNN_CHECK(!std::filesystem::is_directory(path, ec), path, " is a folder, not a packed dataset file (", kWhatPacked,
+            "); for a folder of class folders of images use format = folder, or pack it: cnn_pack ", path, " OUT.h5 --size N");
+  CNN_CHECK(H5Fis_hdf5(path.c_str()) > 0, path, " is not an HDF5 file: it starts with ", describe_file_start(path),
+            " where HDF5's signature 0x89484446 is expected (", kWhatPacked,
+            "); point at a packed file, set [data] format to what the data is, or pack it with cnn_pack");
+}
+
+// Refuses an HDF5 file that is not a packed dataset of this version, naming what it is instead.
+void require_packed_format(hid_t file, const std::string& path) {
+  const std::optional<std::string> format = read_string_attribute(file, "format", path);
+  CNN_CHECK(format.has_value(), path, " is an HDF5 file without a 'format' attribute (weights, or another program's data?), "
+            "not a packed dataset (", kWhatPacked, "); pack the images with cnn_pack");
+  CNN_CHECK(*format != "cnn-checkpoint", path, " is a cnn_train checkpoint (an HDF5 file with format 'cnn-checkpoint'), not a ",
+            "packed dataset (", kWhatPacked, "); point [data] path or val_path at the data, not at a run's checkpoint");
+  CNN_CHECK(*format == kFormat, path, " is an HDF5 file with format '", *format, "', not a packed dataset (", kWhatPacked,
+            "); this version reads ", kFormat, ": pack the images again with cnn_pack");
+}
+
+// Refuses an index of encoded images that does not fit the data: offsets must start at 0, never
+// decrease, and stay within the /encoded bytes. Checked once here so that load() never allocates a
+// negative or huge size.
+void check_offsets(const std::vector<int64_t>& offsets, hsize_t encoded_bytes, const std::string& path) {
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    const int64_t at = offsets[i];
+    const std::string entry = path + ": /offsets entry " + std::to_string(i) + " (the start of image " + std::to_string(i) + ") is " +
+                              std::to_string(at);
+    const std::string fix = "; the index is damaged: pack the dataset again with cnn_pack";
+    CNN_CHECK(i > 0 || at == 0, entry, ", not 0", fix);
+    CNN_CHECK(i == 0 || at >= offsets[i - 1], entry, ", before entry ", i - 1, "'s ", offsets[i - 1],
+              " (offsets must not decrease)", fix);
+    CNN_CHECK(static_cast<uint64_t>(at) <= encoded_bytes, entry, ", past the end of the ", encoded_bytes, " bytes of /encoded", fix);
+  }
+}
+}  // namespace
+
 PackedDataset::PackedDataset(const std::string& path) : path_(path) {
-  CNN_CHECK(std::filesystem::exists(path), "packed dataset ", path, " does not exist; make one with cnn_pack");
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become cnn::Errors, not HDF5's stack dumps
-  H5 file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, "opening " + path + " (not an HDF5 file?)");
-  const std::string format = read_string_attribute(file.get(), "format", path);
-  CNN_CHECK(format == kFormat, path, " has format '", format, "'; this version reads ", kFormat);
-  const std::string storage = read_string_attribute(file.get(), "storage", path);
-  CNN_CHECK(storage == "pixels" || storage == "encoded", path, ": unknown storage '", storage, "'");
+  require_hdf5_file(path);
+  const uint64_t file_bytes = std::filesystem::file_size(path);
+  H5 file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, "opening " + path + " (a damaged HDF5 file?)");
+  require_packed_format(file.get(), path);
+  const std::string storage = read_string_attribute(file.get(), "storage", path).value_or("(none)");
+  CNN_CHECK(storage == "pixels" || storage == "encoded", path, ": unknown storage '", storage,
+            "' (expected 'pixels' or 'encoded'); the file is damaged, pack it again");
   encoded_ = storage == "encoded";
-  labels_ = read_i64(file.get(), "labels", path);
-  class_names_ = read_class_names(file.get(), path);
+  labels_ = read_i64(file.get(), "labels", path, file_bytes);
+  class_names_ = read_class_names(file.get(), path, file_bytes);
   H5 data(H5Dopen2(file.get(), encoded_ ? "encoded" : "images", H5P_DEFAULT), H5Dclose, path + ": opening the images");
   if (encoded_) {
-    offsets_ = read_i64(file.get(), "offsets", path);
+    const hsize_t encoded_bytes = elements_within(data.get(), 1, "encoded", path, file_bytes);
+    offsets_ = read_i64(file.get(), "offsets", path, file_bytes);
     CNN_CHECK(offsets_.size() == labels_.size() + 1, path, ": ", offsets_.size(), " offsets for ", labels_.size(),
               " labels; the file is damaged, pack it again");
+    check_offsets(offsets_, encoded_bytes, path);
   } else {
     H5 space(H5Dget_space(data.get()), H5Sclose, "images space");
     hsize_t dims[4] = {0, 0, 0, 0};
     CNN_CHECK(H5Sget_simple_extent_ndims(space.get()) == 4, path, ": images are not [N, H, W, C]");
+    elements_within(data.get(), 1, "images", path, file_bytes);
     H5Sget_simple_extent_dims(space.get(), dims, nullptr);
     CNN_CHECK(dims[0] == labels_.size(), path, ": ", dims[0], " images but ", labels_.size(), " labels");
+    CNN_CHECK(dims[1] >= 1 && dims[1] <= INT32_MAX && dims[2] >= 1 && dims[2] <= INT32_MAX && dims[3] >= 1 && dims[3] <= 4,
+              path, ": images are ", dims[1], " x ", dims[2], " x ", dims[3], " (height x width x channels); the file is damaged, pack it again");
     for (int i = 0; i < 3; ++i) shape_[i] = static_cast<int>(dims[i + 1]);
   }
   check_labels(path);
@@ -202,6 +285,7 @@ Image PackedDataset::load(int64_t index, const DecodeOptions& options) const {
 // ---- writer ----
 PackReport pack_dataset(const Dataset& dataset, const std::string& out_path, const PackOptions& options) {
   const auto log = options.log ? options.log : default_log;
+  const DecodeOptions decode{.channels = options.channels, .max_pixels = options.max_image_pixels};
   const auto* files = dynamic_cast<const FileDataset*>(&dataset);
   CNN_CHECK(!options.encoded || files != nullptr,
             "--encoded keeps the original files' bytes, so it needs an image folder or a list file");
@@ -231,7 +315,7 @@ PackReport pack_dataset(const Dataset& dataset, const std::string& out_path, con
       std::vector<uint8_t> bytes;
       try {
         bytes = files->encoded(i);
-        decode_image(bytes.data(), bytes.size(), {.channels = options.channels}, dataset.source(i));  // readable?
+        decode_image(bytes.data(), bytes.size(), decode, dataset.source(i));  // readable, and within the pixel limit?
       } catch (const CorruptImageError& e) {
         log(std::string("skipping unreadable sample: ") + e.what());
         report.skipped.push_back(dataset.source(i));
@@ -254,7 +338,7 @@ PackReport pack_dataset(const Dataset& dataset, const std::string& out_path, con
     if (options.size > 0) {
       transforms = {std::make_shared<Resize>(options.size), std::make_shared<CenterCrop>(options.size, options.size)};
     } else {  // native size: every image must have the first one's
-      const Image first = dataset.load(0, {.channels = options.channels});
+      const Image first = dataset.load(0, decode);
       side_h = first.height, side_w = first.width;
     }
     const Pipeline pipeline(transforms, side_h, side_w, options.channels, Normalize::identity(options.channels));
@@ -264,6 +348,7 @@ PackReport pack_dataset(const Dataset& dataset, const std::string& out_path, con
     lo.shuffle = false;
     lo.dtype = DType::u8;
     lo.pinned = false;
+    lo.max_image_pixels = options.max_image_pixels;
     lo.log = log;
     Loader loader(std::shared_ptr<const Dataset>(&dataset, [](const Dataset*) {}), pipeline, lo);
     const hsize_t chunk[4] = {1, static_cast<hsize_t>(side_h), static_cast<hsize_t>(side_w),
@@ -294,7 +379,8 @@ PackReport pack_dataset(const Dataset& dataset, const std::string& out_path, con
 }
 
 // ---- scan ----
-std::vector<std::pair<std::string, std::string>> check_dataset(const Dataset& dataset, int workers) {
+std::vector<std::pair<std::string, std::string>> check_dataset(const Dataset& dataset, int workers, int64_t max_image_pixels) {
+  const DecodeOptions decode{.channels = 3, .max_pixels = max_image_pixels};
   std::atomic<int64_t> next{0};
   std::mutex mutex;
   std::vector<std::pair<int64_t, std::string>> bad;
@@ -304,7 +390,7 @@ std::vector<std::pair<std::string, std::string>> check_dataset(const Dataset& da
     threads.emplace_back([&] {
       for (int64_t i = next++; i < dataset.size(); i = next++) {
         try {
-          dataset.load(i, {.channels = 3});
+          dataset.load(i, decode);
         } catch (const CorruptImageError& e) {
           std::lock_guard<std::mutex> lock(mutex);
           bad.emplace_back(i, e.what());

@@ -48,6 +48,9 @@ struct PackOptions {
   bool encoded = false;  // keep the original file bytes (image files only) instead of pixels
   int channels = 3;
   int workers = 4;
+  // Images whose header claims more pixels are skipped as corrupt before they are decoded, as in
+  // the loader (DecodeOptions::max_pixels); 0: no limit.
+  int64_t max_image_pixels = kDefaultMaxImagePixels;
   std::function<void(const std::string&)> log;  // progress and warnings; default standard error
 };
 
@@ -61,7 +64,8 @@ struct PackReport {
 PackReport pack_dataset(const Dataset& dataset, const std::string& out_path, const PackOptions& options);
 
 // Decodes every sample with `workers` threads and returns (source, reason) for each unreadable one,
-// in dataset order. Writes nothing.
-std::vector<std::pair<std::string, std::string>> check_dataset(const Dataset& dataset, int workers);
+// in dataset order (an image over max_image_pixels among them, as pack_dataset skips it). Writes nothing.
+std::vector<std::pair<std::string, std::string>> check_dataset(const Dataset& dataset, int workers,
+                                                               int64_t max_image_pixels = kDefaultMaxImagePixels);
 
 }  // namespace cnn::data

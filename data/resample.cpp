@@ -22,18 +22,26 @@
 //   - the scratch buffers belong to the calling thread and are reused from call to call.
 // The four-lane type is a GCC/Clang vector (SSE2 on any x86-64, NEON on ARM); other compilers get
 // a plain struct with the same lane-by-lane arithmetic.
+//
+// One pass takes ratios below kMaxScale (the taps of an output index fit kMaxTaps). Beyond that an
+// axis is first box-reduced by the smallest integer factor k that brings it below (box_reduce.h,
+// PIL's reducing_gap idea), and the filter then runs on the reduced image with its box in reduced,
+// fractional coordinates. That is close to exact: a reduced pixel is the mean of k inputs, and the
+// mean of a linear function over a block is its value at the block's centre, so the two steps give
+// each input the exact triangle weight except in the few blocks that hold the triangle's apex or
+// ends (and a block cut short by the image's edge). tests/data/test_resample.cpp measures it.
 #include "data/resample.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <utility>
 #include <vector>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
+#include "data/box_reduce.h"
 #include "engine/error.h"
 
 namespace cnn::data {
@@ -67,10 +75,17 @@ F4 load4(const float* p) {
 }
 void store4(float* p, const F4& v) { std::memcpy(p, &v, sizeof v); }
 
-// Taps per output index at most: 2 ceil(radius) + 1 with the radius below 31 (shrinking < 30x);
-// larger shrinks are box-reduced first (resample()).
+// One pass shrinks by less than kMaxScale along each axis: taps per output index are then at most
+// 2 ceil(radius) + 1 <= 61 with the radius (the scale) below 30.
+constexpr int kMaxScale = 30;
 constexpr int kMaxTaps = 64;
-constexpr int kMaxShrink = 30;
+
+// The smallest box-reduction factor that leaves an axis of `size` inputs to `out` outputs within
+// one pass (size / (k out) < kMaxScale); 1 when it already is.
+int reduction_factor(int size, int out) {
+  const int64_t limit = static_cast<int64_t>(kMaxScale) * out;
+  return size < limit ? 1 : static_cast<int>(size / limit + 1);
+}
 
 struct Taps {
   int stride = 0;              // weights stored per output index (the filter's width)
@@ -85,9 +100,12 @@ struct Taps {
 };
 
 // Output i covers input [start + i * scale, start + (i + 1) * scale) with scale = size / out; its
-// centre is start + (i + 0.5) * scale and the filter radius is max(scale, 1).
-Taps make_taps(int in_size, int start, int size, int out) {
-  const double scale = static_cast<double>(size) / out;
+// centre is start + (i + 0.5) * scale and the filter radius is max(scale, 1). start and size are
+// whole pixels except on a box-reduced axis, where the last input may stand for a block cut short
+// by the image's edge: it then covers [in_size - 1, in_size - 1 + last_extent) and weighs the
+// triangle at the centre of that, times its extent.
+Taps make_taps(int in_size, double start, double size, int out, double last_extent = 1) {
+  const double scale = size / out;
   const double radius = std::max(scale, 1.0);
   Taps t;
   t.stride = static_cast<int>(std::ceil(radius)) * 2 + 1;
@@ -104,7 +122,9 @@ Taps make_taps(int in_size, int start, int size, int out) {
     double total = 0;
     int count = 0;
     for (int j = lo; j < hi && count < t.stride; ++j, ++count) {
-      const double w = std::max(0.0, 1.0 - std::fabs(j + 0.5 - center) / radius);
+      double w = std::max(0.0, 1.0 - std::fabs(j + 0.5 - center) / radius);
+      if (j == in_size - 1 && last_extent < 1)
+        w = last_extent * std::max(0.0, 1.0 - std::fabs(j + 0.5 * last_extent - center) / radius);
       weights[count] = w;
       total += w;
     }
@@ -170,6 +190,27 @@ float* scratch(std::vector<float>& buffer, size_t size) {
   return buffer.data();
 }
 
+// The rows the filter reads: the 8-bit pixels of an image, or the float means of its box reduction
+// (made as they are asked for).
+class SourceRows {
+ public:
+  explicit SourceRows(const Image& image) : image_(image) {}
+  SourceRows(const Image& image, const BoxReduction& reduction) : image_(image), reduction_(reduction), reduced_(true) {}
+  // Pixels [first, first + count) of row y, as floats.
+  void copy(int y, int first, int count, float* dst) const {
+    if (reduced_) return box_reduce_row(image_, reduction_, y, first, count, dst);
+    const int c = image_.channels;
+    const uint8_t* src = image_.row(y) + static_cast<size_t>(first) * c;
+    for (size_t j = 0, n = static_cast<size_t>(count) * c; j < n; ++j) dst[j] = src[j];
+  }
+  int channels() const { return image_.channels; }
+
+ private:
+  const Image& image_;
+  BoxReduction reduction_;
+  bool reduced_ = false;
+};
+
 // Slack after a row of `elems` floats for a four-lane store at its last pixel of >= 1 channel.
 constexpr size_t kSlack = 3;
 
@@ -210,11 +251,9 @@ void horizontal_row_wide(const float* line, const Taps& across, int c, float* ds
 // The horizontal pass of source row y into dst (out_w * channels floats and the slack). `line` is
 // scratch for the row converted to float, zero past the columns with weight (the padded taps'
 // reach, plus the slack).
-void horizontal_pass(const Image& source, const Taps& across, int y, float* line, float* dst) {
-  const int c = source.channels;
-  const size_t used = static_cast<size_t>(across.hi - across.lo) * c;
-  const uint8_t* src = source.row(y) + static_cast<size_t>(across.lo) * c;
-  for (size_t j = 0; j < used; ++j) line[j] = src[j];
+void horizontal_pass(const SourceRows& source, const Taps& across, int y, float* line, float* dst) {
+  const int c = source.channels();
+  source.copy(y, across.lo, across.hi - across.lo, line);
   if (c > 4) return horizontal_row_wide(line, across, c, dst);
   switch (across.most) {
     case 1: return horizontal_row<1>(line, across, c, dst);
@@ -256,65 +295,32 @@ void vertical_pass(const float* const* rows, const float* w, int taps, uint8_t* 
     vertical_block<kVectors>(rows, static_cast<size_t>(i), w, taps, dst + i, 4 * kVectors);
   for (; i < elems; i += 4) vertical_block<1>(rows, static_cast<size_t>(i), w, taps, dst + i, std::min(4, elems - i));
 }
-// The block size for shrinking `in` pixels to `out`: the largest factor between a quarter and a half
-// of the shrink that divides `in` with the smallest remainder, and that remainder (trimmed from the
-// box, half on each side: less than a quarter of an output pixel), so that every block is whole.
-std::pair<int, int> reduce_factor(int in, int out) {
-  const int ratio = in / out;
-  int best = std::max(1, ratio / 2);
-  for (int f = std::max(1, ratio / 2); f >= std::max(1, ratio / 4); --f)
-    if (in % f < in % best) best = f;
-  return {best, in % best};
+// The part of an axis that box reduction keeps: every input the one-pass filter could weigh for
+// `out` outputs of [start, start + size), extended to whole blocks of k where the image allows.
+struct Span {
+  int begin = 0, end = 0;
+};
+Span support(int in_size, int start, int size, int out, int k) {
+  const double scale = static_cast<double>(size) / out, radius = std::max(scale, 1.0);
+  // A pixel of margin on either side: the taps' own rounding of their ends can reach one further.
+  const int begin = std::max(static_cast<int>(std::floor(start + 0.5 * scale - radius)) - 1, 0);
+  const int end = std::min(static_cast<int>(std::ceil(start + size - 0.5 * scale + radius)) + 1, in_size);
+  const int64_t blocks = (end - begin + k - 1) / k;
+  return {begin, static_cast<int>(std::min<int64_t>(in_size, begin + blocks * k))};
 }
 
-// Each fy x fx block of `box` averaged into one pixel (rounded to nearest); the blocks of the last
-// row and column may be smaller and are averaged over the pixels they have, like PIL's reduce().
-Image box_reduce(const Image& source, const Box& box, int fy, int fx) {
-  const int h = (box.height + fy - 1) / fy, w = (box.width + fx - 1) / fx, c = source.channels;
-  Image out(h, w, c);
-  std::vector<uint32_t> sums(static_cast<size_t>(w) * c);
-  for (int y = 0; y < h; ++y) {
-    std::fill(sums.begin(), sums.end(), 0u);
-    const int y0 = box.top + y * fy, y1 = std::min(box.top + box.height, y0 + fy);
-    for (int sy = y0; sy < y1; ++sy) {
-      const uint8_t* row = source.row(sy);
-      for (int x = 0; x < w; ++x) {
-        const int x0 = box.left + x * fx, x1 = std::min(box.left + box.width, x0 + fx);
-        for (int sx = x0; sx < x1; ++sx)
-          for (int ch = 0; ch < c; ++ch) sums[static_cast<size_t>(x) * c + ch] += row[static_cast<size_t>(sx) * c + ch];
-      }
-    }
-    for (int x = 0; x < w; ++x) {
-      const int x0 = box.left + x * fx, x1 = std::min(box.left + box.width, x0 + fx);
-      const uint32_t n = static_cast<uint32_t>((y1 - y0) * (x1 - x0));
-      for (int ch = 0; ch < c; ++ch) out.at(y, x, ch) = static_cast<uint8_t>((sums[static_cast<size_t>(x) * c + ch] + n / 2) / n);
-    }
-  }
-  return out;
+// The taps of an axis reduced in blocks of k from span.begin: the box [start, start + size) in block
+// units; the last block is cut short when the span is not a whole number of blocks.
+Taps reduced_taps(const Span& span, int start, int size, int out, int k) {
+  const int length = span.end - span.begin, blocks = (length + k - 1) / k;  // BoxReduction's height() or width()
+  const double last_extent = static_cast<double>(length - (blocks - 1) * k) / k;
+  return make_taps(blocks, static_cast<double>(start - span.begin) / k, static_cast<double>(size) / k, out, last_extent);
 }
-}  // namespace
 
-Image resample(const Image& source, const Box& box, int out_h, int out_w, bool mirror) {
-  CNN_CHECK(box.height > 0 && box.width > 0 && out_h > 0 && out_w > 0, "resample: empty box ", box.height, "x",
-            box.width, " or output ", out_h, "x", out_w);
-  CNN_CHECK(box.top >= 0 && box.left >= 0 && box.top + box.height <= source.height &&
-                box.left + box.width <= source.width,
-            "resample: box ", box.height, "x", box.width, " at (", box.top, ", ", box.left, ") is outside the ",
-            source.size_str(), " image");
-  if (std::max(box.height / out_h, box.width / out_w) >= kMaxShrink) {
-    // Beyond the filter's reach (a large photo to a small crop): average blocks of whole pixels
-    // first, leaving a shrink of 2x to 4x for the filter, as PIL's reducing_gap = 2 does. Below
-    // the limit nothing changes, so the results that match PIL and torchvision stay bitwise.
-    const auto [fy, trim_y] = reduce_factor(box.height, out_h);
-    const auto [fx, trim_x] = reduce_factor(box.width, out_w);
-    const Box whole{box.top + trim_y / 2, box.left + trim_x / 2, box.height - trim_y, box.width - trim_x};
-    const Image reduced = box_reduce(source, whole, fy, fx);
-    return resample(reduced, Box{0, 0, reduced.height, reduced.width}, out_h, out_w, mirror);
-  }
-  Taps across = make_taps(source.width, box.left, box.width, out_w);
-  if (mirror) reverse_outputs(across);
-  const Taps down = make_taps(source.height, box.top, box.height, out_h);
-  const int c = source.channels;
+// The two passes over `source` with the taps of each axis.
+Image filter(const SourceRows& source, const Taps& across, const Taps& down) {
+  const int c = source.channels();
+  Image out(static_cast<int>(down.first.size()), static_cast<int>(across.first.size()), c);
   thread_local std::vector<float> line_buffer, ring_buffer;
   const size_t used = static_cast<size_t>(across.hi - across.lo) * c;
   const size_t span = static_cast<size_t>(across.reach - across.lo) * c + kSlack;
@@ -324,15 +330,14 @@ Image resample(const Image& source, const Box& box, int out_h, int out_w, bool m
   // with room for the last pixel's four-lane store. An output row's taps are a window of at most
   // that many consecutive source rows, and the windows only move down, so every source row is
   // filtered once, just before the vertical pass reads it from the first-level cache.
-  const int elems = out_w * c;
+  const int elems = out.width * c;
   const size_t pitch = (static_cast<size_t>(elems) + kSlack + 3) / 4 * 4;
   const int ring = std::max(down.most, 1);
   float* rows = scratch(ring_buffer, static_cast<size_t>(ring) * pitch);
   int held[kMaxTaps];  // the source row in each slot of the ring
   std::fill_n(held, ring, -1);
   const float* tap_rows[kMaxTaps];
-  Image out(out_h, out_w, c);
-  for (int y = 0; y < out_h; ++y) {
+  for (int y = 0; y < out.height; ++y) {
     const int first = down.first[static_cast<size_t>(y)], taps = down.count[static_cast<size_t>(y)];
     for (int k = 0; k < taps; ++k) {
       const int r = first + k, slot = r % ring;
@@ -346,6 +351,29 @@ Image resample(const Image& source, const Box& box, int out_h, int out_w, bool m
     vertical_pass(tap_rows, down.weights_of(y), taps, out.row(y), elems);
   }
   return out;
+}
+}  // namespace
+
+Image resample(const Image& source, const Box& box, int out_h, int out_w, bool mirror) {
+  CNN_CHECK(box.height > 0 && box.width > 0 && out_h > 0 && out_w > 0, "resample: empty box ", box.height, "x",
+            box.width, " or output ", out_h, "x", out_w);
+  CNN_CHECK(box.top >= 0 && box.left >= 0 && box.top + box.height <= source.height &&
+                box.left + box.width <= source.width,
+            "resample: box ", box.height, "x", box.width, " at (", box.top, ", ", box.left, ") is outside the ",
+            source.size_str(), " image");
+  const int ky = reduction_factor(box.height, out_h), kx = reduction_factor(box.width, out_w);
+  if (ky == 1 && kx == 1) {  // one pass
+    Taps across = make_taps(source.width, box.left, box.width, out_w);
+    if (mirror) reverse_outputs(across);
+    return filter(SourceRows(source), across, make_taps(source.height, box.top, box.height, out_h));
+  }
+  // Box-reduce what the filter would read, then filter the reduced image with the box in its coordinates.
+  const Span rows = support(source.height, box.top, box.height, out_h, ky);
+  const Span cols = support(source.width, box.left, box.width, out_w, kx);
+  const BoxReduction reduction{{rows.begin, cols.begin, rows.end - rows.begin, cols.end - cols.begin}, ky, kx};
+  Taps across = reduced_taps(cols, box.left, box.width, out_w, kx);
+  if (mirror) reverse_outputs(across);
+  return filter(SourceRows(source, reduction), across, reduced_taps(rows, box.top, box.height, out_h, ky));
 }
 
 }  // namespace cnn::data

@@ -5,9 +5,8 @@
 // Separable: a horizontal pass in float over the source rows the vertical pass needs (each one
 // once), then a vertical pass in float rounding to 8 bits (half to even). Each value is the plain
 // sum of weight * input over its taps in input order, so the bits do not depend on how the loops
-// are vectorised (resample.cpp says how they are made fast). Shrinking by 30x or more (a large photo
-// to a small crop) first averages blocks of whole pixels down to 2x-4x the output size, as PIL does
-// with reducing_gap = 2; any size resamples, and smaller shrinks are unchanged.
+// are vectorised (resample.cpp says how they are made fast). Any ratio: an axis shrunk 30x or more
+// is box-reduced first (box_reduce.h), which keeps the result within 0.75 of the exact value.
 #pragma once
 #include "data/image.h"
 

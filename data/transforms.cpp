@@ -76,15 +76,22 @@ Image RandomResizedCrop::apply(Image image, SampleRng& rng) const {
 // ---- Resize ----
 Resize::Resize(int shorter) : shorter_(shorter) { check_size(shorter, shorter, "Resize"); }
 
-std::array<int, 2> Resize::output_size(int image_h, int image_w, int shorter) {
-  if (image_h <= image_w) return {shorter, static_cast<int>(static_cast<int64_t>(shorter) * image_w / image_h)};
-  return {static_cast<int>(static_cast<int64_t>(shorter) * image_h / image_w), shorter};
+std::array<int64_t, 2> Resize::output_size(int image_h, int image_w, int shorter) {
+  if (image_h <= image_w) return {shorter, static_cast<int64_t>(shorter) * image_w / image_h};
+  return {static_cast<int64_t>(shorter) * image_h / image_w, shorter};
 }
 
 Image Resize::apply(Image image, SampleRng&) const {
   const auto [h, w] = output_size(image.height, image.width, shorter_);
+  // A long thin strip (1 x 1,000,000 resized to a shorter side of 256 is 256 x 256,000,000) would
+  // take more memory than any decodable image: it is skipped and counted like an unreadable one.
+  if (h * w > kDefaultMaxImagePixels)
+    throw CorruptImageError(image.size_str() + " image: resizing its shorter side to " + std::to_string(shorter_) + " gives " +
+                            std::to_string(h) + " x " + std::to_string(w) + " pixels, more than the limit of " +
+                            std::to_string(kDefaultMaxImagePixels) + " (an aspect ratio of " +
+                            std::to_string(std::max(h, w) / std::min(h, w)) + ":1); crop the image or remove it");
   if (h == image.height && w == image.width) return image;
-  return resample(image, {0, 0, image.height, image.width}, h, w);
+  return resample(image, {0, 0, image.height, image.width}, static_cast<int>(h), static_cast<int>(w));
 }
 
 // ---- CenterCrop ----
@@ -291,7 +298,11 @@ Image Pipeline::run(Image image, uint64_t seed, uint64_t epoch, uint64_t sample,
                     std::optional<Box>& erase) const {
   erase.reset();
   SampleRng rng(seed, epoch, sample);
-  for (const auto& t : transforms_) image = t->apply(std::move(image), rng);
+  try {
+    for (const auto& t : transforms_) image = t->apply(std::move(image), rng);
+  } catch (const CorruptImageError& e) {  // a transform found the sample unusable: name the file
+    throw CorruptImageError(source + ": " + e.what());
+  }
   CNN_CHECK(image.height == height_ && image.width == width_ && image.channels == channels_, source, ": the transforms (",
             describe(), ") produced a ", image.size_str(), " image, but batches are ", height_, "x", width_, "x",
             channels_, "; end the pipeline with a crop of that size");

@@ -57,14 +57,15 @@ class RandomResizedCrop : public Transform {
   double flip_probability_;
 };
 
-// Resizes so that the shorter side is `shorter` (the longer one scaled to match, truncated).
+// Resizes so that the shorter side is `shorter` (the longer one scaled to match, truncated). An
+// output of more than kDefaultMaxImagePixels is a CorruptImageError (the sample is skipped).
 class Resize : public Transform {
  public:
   explicit Resize(int shorter);
   Image apply(Image image, SampleRng& rng) const override;
   std::string name() const override { return "Resize"; }
   int decode_min_side() const override { return shorter_; }
-  static std::array<int, 2> output_size(int image_h, int image_w, int shorter);  // {h, w}
+  static std::array<int64_t, 2> output_size(int image_h, int image_w, int shorter);  // {h, w}
 
  private:
   int shorter_;

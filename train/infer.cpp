@@ -241,8 +241,8 @@ InferResult run_inference(const std::vector<std::string>& images, const InferOpt
         }
         std::vector<size_t> rows;
         for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
-          // One file that cannot be prepared (unreadable, or an error of its own such as a size the
-          // resampling refuses) is named and skipped; the other images of the batch go on.
+          // One file that cannot be prepared (unreadable, or an error of its own) is named and
+          // skipped; the other images of the batch go on.
           if (!corrupt[i].empty() || !failed[i].empty()) {
             warn(!corrupt[i].empty() ? "skipped an unreadable image: " + corrupt[i]
                                      : "skipped " + files.source(start + static_cast<int64_t>(i)) + ": " + failed[i]);

@@ -41,7 +41,8 @@ std::string dataset_spec(const Config& config, const std::string& path, bool tra
   CNN_CHECK(format != "packed" || !std::filesystem::is_directory(path, ec), config.origin("data.format"),
             ": [data] format = packed but '", path,
             "' is a folder; give the .h5 file that cnn_pack wrote (or set format = folder to read the folder's images)");
-  return path;  // folder (a directory), packed (.h5) or list files are recognised by open_dataset
+  if (format == "packed") return "packed:" + path;  // a folder or another file is refused, not opened as something else
+  return path;  // folder (a directory) or list files are recognised by open_dataset
 }
 
 DType compute_dtype(const std::string& mode) {

@@ -17,6 +17,7 @@
 #include "engine/cnn.h"
 #include "layers/weights.h"
 #include "train/checkpoint.h"
+#include "train/corrupt_images.h"
 #include "train/distributed/data_parallel.h"
 #include "train/divergence.h"
 #include "train/interrupt.h"
@@ -57,27 +58,6 @@ void configure_backend(const ComputeSettings& compute) {
   // The CPU backend and the project's CUDA kernels are deterministic for a given thread count; on a
   // GPU, cuDNN must also be kept to its deterministic algorithms.
   cuda::set_cudnn_deterministic(compute.deterministic);
-}
-
-// Stops the run when the training data is mostly unreadable: an epoch that delivered no image would
-// "train" on nothing and save an untrained model, and one with many corrupt files would quietly learn
-// from what is left. `corrupt` and `images`: the epoch's unreadable and delivered images over all
-// ranks; `found`: the unreadable files found so far, of which a few are named.
-void check_corrupt_images(int64_t epoch_number, int64_t corrupt, int64_t images, double max_fraction,
-                          const std::vector<std::string>& found, const std::string& data_spec) {
-  if (corrupt == 0) return;
-  const size_t shown = std::min<size_t>(found.size(), 3);
-  std::string names;
-  for (size_t i = 0; i < shown; ++i) names += (i > 0 ? ", " : "") + found[i];
-  if (corrupt > static_cast<int64_t>(shown)) names += " and " + std::to_string(corrupt - static_cast<int64_t>(shown)) + " more";
-  const std::string fix = "replace or remove them (cnn_pack --check " + data_spec + " lists every unreadable file)";
-  CNN_CHECK(images > 0, "epoch ", epoch_number, " delivered no image to train on: all ", corrupt,
-            " training images read were unreadable (", names, "); the run stops rather than save an untrained model: ", fix);
-  const int64_t read = corrupt + images;
-  const double fraction = static_cast<double>(corrupt) / static_cast<double>(read);
-  CNN_CHECK(fraction <= max_fraction, "epoch ", epoch_number, ": ", corrupt, " of ", read,
-            " training images read were unreadable (", std::round(1000 * fraction) / 10, "%, more than [data] max_corrupt_fraction = ",
-            max_fraction, "): ", names, "; ", fix, ", or raise [data] max_corrupt_fraction (at most 1) to train on the rest");
 }
 
 // One epoch as it runs: where it stands, and its running totals.
@@ -482,8 +462,8 @@ void Trainer::end_epoch(const EpochProgress& epoch) {
     wait_fraction = across_ranks(wait_fraction, distributed::ReduceOp::max);
   }
   // On every rank alike (the counts are global), before anything is validated or saved.
-  check_corrupt_images(epoch.epoch + 1, corrupt, delivered, settings_.data.max_corrupt_fraction, data_.train_loader->corrupt_files(),
-                       settings_.data.train_spec);
+  check_corrupt_images(epoch.epoch + 1, {"training", corrupt, delivered, data_.train_loader->corrupt_files(), settings_.data.train_spec},
+                       settings_.data.max_corrupt_fraction);
   guard_.check_loss(train_loss, progress_.step, epoch.epoch);  // before this epoch's checkpoint could replace the last good one
 
   const int64_t number = epoch.epoch + 1, epochs = settings_.loop.epochs;
@@ -529,7 +509,13 @@ void Trainer::end_epoch(const EpochProgress& epoch) {
 // metric so far and the plateau schedule's observation. Returns whether the best metric improved.
 bool Trainer::validate_epoch(int64_t epoch, EpochLine& line, std::map<std::string, double>& numbers) {
   const Validation result = validate_weights(epoch, Weights::live);
+  // Before anything is reported or saved from it (the counts are over all ranks, so every rank agrees).
+  check_corrupt_images(epoch + 1,
+                       {"validation", result.corrupt, result.images, data_.validation_loader->corrupt_files(), settings_.data.validation_spec},
+                       settings_.data.max_corrupt_fraction);
   line.val_loss = result.loss;
+  line.val_corrupt_images = result.corrupt;
+  numbers["val_corrupt_images"] = static_cast<double>(result.corrupt);
   line.val_top1 = result.top1;
   line.val_top5 = result.top5;
   numbers["val_loss"] = result.loss;

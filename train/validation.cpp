@@ -34,9 +34,10 @@ Validation validate(Module& model, data::Loader& loader, int64_t classes, const 
   Validation result;
   result.confusion.assign(static_cast<size_t>(classes * classes), 0);
   double loss_sum = 0;
-  int64_t seen = 0, top1 = 0, top5 = 0, batches = 0;
+  int64_t seen = 0, corrupt = 0, top1 = 0, top5 = 0, batches = 0;
   loader.start_epoch(epoch);
   while (auto batch = loader.next()) {
+    corrupt += batch->skipped;
     if (batch->size() == 0) continue;
     const Tensor logits = model.forward(batch->images.to(device)).to(DType::f32);
     const Tensor labels = batch->labels.to(device);
@@ -70,15 +71,19 @@ Validation validate(Module& model, data::Loader& loader, int64_t classes, const 
   }
   model.train();
   if (comm.world_size() > 1) {  // every count is below 2^53: exact in f64
-    std::vector<double> sums = {loss_sum, static_cast<double>(seen), static_cast<double>(top1), static_cast<double>(top5)};
+    std::vector<double> sums = {loss_sum, static_cast<double>(seen), static_cast<double>(top1), static_cast<double>(top5),
+                                static_cast<double>(corrupt)};
     sums.insert(sums.end(), result.confusion.begin(), result.confusion.end());
     sums = distributed::all_reduce_values(comm, sums, distributed::ReduceOp::sum);
     loss_sum = sums[0];
     seen = static_cast<int64_t>(sums[1]);
     top1 = static_cast<int64_t>(sums[2]);
     top5 = static_cast<int64_t>(sums[3]);
-    for (size_t i = 0; i < result.confusion.size(); ++i) result.confusion[i] = static_cast<int64_t>(sums[4 + i]);
+    corrupt = static_cast<int64_t>(sums[4]);
+    for (size_t i = 0; i < result.confusion.size(); ++i) result.confusion[i] = static_cast<int64_t>(sums[5 + i]);
   }
+  result.images = seen;
+  result.corrupt = corrupt;
   if (seen) {
     result.loss = loss_sum / static_cast<double>(seen);
     result.top1 = 100.0 * static_cast<double>(top1) / static_cast<double>(seen);

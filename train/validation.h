@@ -22,6 +22,7 @@ struct Mistake {
 
 struct Validation {
   double loss = 0, top1 = 0, top5 = 0;  // mean cross-entropy; accuracies in percent
+  int64_t images = 0, corrupt = 0;      // images evaluated, and unreadable ones left out
   std::vector<int64_t> confusion;       // [truth * classes + predicted]
   std::vector<Mistake> mistakes;        // the most confident ones, most confident first (this rank's)
 };

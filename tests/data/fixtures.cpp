@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include <unistd.h>
+#include <zlib.h>
 
 #include "engine/error.h"
 
@@ -59,6 +60,40 @@ Image constant_image(int h, int w, int c, uint8_t value) {
   Image image(h, w, c);
   std::fill(image.pixels.begin(), image.pixels.end(), value);
   return image;
+}
+
+Image noise_image(int h, int w, int c, uint32_t seed) {
+  Image image(h, w, c);
+  uint32_t state = seed * 2654435761u + 1;
+  for (uint8_t& v : image.pixels) {  // xorshift32
+    state ^= state << 13;
+    state ^= state >> 17;
+    state ^= state << 5;
+    v = static_cast<uint8_t>(state >> 24);
+  }
+  return image;
+}
+
+void put_be32(std::vector<uint8_t>& out, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<uint8_t>(v >> shift));
+}
+
+std::vector<uint8_t> png_header_claiming(uint32_t width, uint32_t height) {
+  std::vector<uint8_t> out = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  auto chunk = [&](const char* type, const std::vector<uint8_t>& data) {
+    put_be32(out, static_cast<uint32_t>(data.size()));
+    std::vector<uint8_t> body(type, type + 4);
+    body.insert(body.end(), data.begin(), data.end());
+    out.insert(out.end(), body.begin(), body.end());
+    put_be32(out, static_cast<uint32_t>(crc32(0, body.data(), static_cast<uInt>(body.size()))));
+  };
+  std::vector<uint8_t> ihdr;
+  put_be32(ihdr, width);
+  put_be32(ihdr, height);
+  ihdr.insert(ihdr.end(), {8, 2, 0, 0, 0});  // bit depth, colour type RGB, compression, filter, interlace
+  chunk("IHDR", ihdr);
+  chunk("IEND", {});
+  return out;
 }
 
 int max_abs_diff(const Image& a, const Image& b) {

@@ -32,6 +32,15 @@ Image pattern_image(int h, int w, int c, int seed = 0);
 // A smooth image (gentle gradients) that survives lossy JPEG coding within a few levels.
 Image smooth_image(int h, int w, int c, int seed = 0);
 Image constant_image(int h, int w, int c, uint8_t value);
+// Uniform pseudo-random bytes, a fixed function of (seed, position): the hardest case for a filter
+// (all the energy at high frequencies).
+Image noise_image(int h, int w, int c, uint32_t seed = 1);
+
+// Appends v big-endian (PNG chunks, IDX headers).
+void put_be32(std::vector<uint8_t>& out, uint32_t v);
+// A PNG signature, an IHDR chunk (8-bit RGB) claiming width x height, and IEND: a few dozen bytes
+// (a decompression bomb's header without its data).
+std::vector<uint8_t> png_header_claiming(uint32_t width, uint32_t height);
 
 // Largest absolute difference between two images of the same size.
 int max_abs_diff(const Image& a, const Image& b);

@@ -64,6 +64,26 @@ TEST_CASE("an IDX header that claims more data than the file can hold is refused
   CHECK(read_idx(gz).numel() == 1000000);
 }
 
+TEST_CASE("a file that is not IDX: the message names its magic, what it is, and the IDX magic expected") {
+  TempDir dir;
+  const std::string wrong = dir.write("train-images-idx3-ubyte", {0x12, 0x34, 0x56, 0x78, 0, 0, 0, 1});
+  const std::string m = test::error_message([&] { read_idx(wrong); });
+  CHECK(m.find("IDX file " + wrong + " starts with magic 0x12345678, not an IDX magic number") != std::string::npos);
+  CHECK(m.find("0x00000803 for MNIST images, 0x00000801 for labels") != std::string::npos);
+  CHECK(m.find("point at the MNIST-format files") != std::string::npos);
+  // What it is, when its first bytes say so: an HDF5 file (also inside a .gz), a PNG image.
+  const std::vector<uint8_t> hdf5 = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n', 0, 0};
+  CHECK(test::error_message([&] { read_idx(dir.write("h5-idx1-ubyte", hdf5)); }).find("starts with magic 0x89484446, an HDF5 file, not") !=
+        std::string::npos);
+  write_gzip((dir.path() / "h5-idx1-ubyte.gz").string(), hdf5);
+  CHECK(test::error_message([&] { read_idx((dir.path() / "h5-idx1-ubyte.gz").string()); }).find("magic 0x89484446, an HDF5 file") !=
+        std::string::npos);
+  const std::vector<uint8_t> png = encode_image(test::smooth_image(4, 4, 1), ImageFormat::png);
+  CHECK(test::error_message([&] { read_idx(dir.write("png-idx1-ubyte", png)); }).find("magic 0x89504e47, a PNG image") != std::string::npos);
+  CHECK(test::error_message([&] { read_idx(dir.write("text-idx1-ubyte", {'a', 'b', 'c', 'd', 'e'})); }).find("magic 0x61626364, text") !=
+        std::string::npos);
+}
+
 TEST_CASE("IDX image and label files become a 1-channel dataset, raw or gzip") {
   TempDir dir;
   std::vector<uint8_t> pixels(3 * 4 * 5);

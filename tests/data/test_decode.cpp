@@ -1,7 +1,6 @@
 // Decoding: every supported format, channel conversions (gray, RGBA, CMYK), JPEG DCT scaling, and
 // the corrupt inputs that must raise CorruptImageError rather than crash or stop.
 #include <doctest/doctest.h>
-#include <zlib.h>
 
 #include <filesystem>
 
@@ -112,29 +111,6 @@ TEST_CASE("corrupt inputs raise CorruptImageError with the reason") {
 }
 
 namespace {
-void put_be32(std::vector<uint8_t>& out, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<uint8_t>(v >> shift));
-}
-
-// A PNG signature, an IHDR chunk (8-bit RGB) claiming width x height, and IEND: a few dozen bytes.
-std::vector<uint8_t> png_header_claiming(uint32_t width, uint32_t height) {
-  std::vector<uint8_t> out = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
-  auto chunk = [&](const char* type, const std::vector<uint8_t>& data) {
-    put_be32(out, static_cast<uint32_t>(data.size()));
-    std::vector<uint8_t> body(type, type + 4);
-    body.insert(body.end(), data.begin(), data.end());
-    out.insert(out.end(), body.begin(), body.end());
-    put_be32(out, static_cast<uint32_t>(crc32(0, body.data(), static_cast<uInt>(body.size()))));
-  };
-  std::vector<uint8_t> ihdr;
-  put_be32(ihdr, width);
-  put_be32(ihdr, height);
-  ihdr.insert(ihdr.end(), {8, 2, 0, 0, 0});  // bit depth, colour type RGB, compression, filter, interlace
-  chunk("IHDR", ihdr);
-  chunk("IEND", {});
-  return out;
-}
-
 // A baseline JPEG (SOI, SOF0 of one 8-bit component, SOS) whose frame claims width x height, with
 // a few bytes of scan data and EOI.
 std::vector<uint8_t> jpeg_header_claiming(uint16_t width, uint16_t height) {

@@ -288,6 +288,29 @@ TEST_CASE("images over the loader's pixel limit are skipped as corrupt, before d
   CHECK(error_message([&] { Loader(ds, Pipeline::eval(16, 16), o); }).find("max_image_pixels must be 0") != std::string::npos);
 }
 
+TEST_CASE("an image that a transform cannot use (Resize of a long thin strip) is skipped and counted like a corrupt one") {
+  // Before: the transforms ran outside the corrupt-image handling, and the error stopped the epoch.
+  TempDir dir;
+  dir.write("cls/ordinary.png", encode_image(smooth_image(20, 24, 1, 1), ImageFormat::png));
+  dir.write("cls/strip.png", encode_image(Image(1, 1500000, 1), ImageFormat::png));  // 64 x 96,000,000 once resized
+  auto ds = open_image_folder(dir.path().string());
+  std::vector<std::string> warnings;
+  LoaderOptions o = options_with(1, 2);
+  o.log = [&](const std::string& m) { warnings.push_back(m); };
+  const Pipeline pipeline({std::make_shared<Resize>(64), std::make_shared<CenterCrop>(16, 16)}, 16, 16, 1, Normalize::identity(1));
+  Loader loader(ds, pipeline, o);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    loader.start_epoch(epoch);
+    int64_t samples = 0;
+    while (auto b = loader.next()) samples += b->size();
+    CHECK(samples == 1);
+    CHECK(loader.stats().skipped == 1);
+  }
+  REQUIRE(warnings.size() == 1);  // one warning per file, however many epochs
+  CHECK(warnings[0].find("strip.png") != std::string::npos);
+  CHECK(warnings[0].find("gives 64 x 96000000 pixels, more than the limit") != std::string::npos);
+}
+
 TEST_CASE("an error in a worker surfaces in next() with its context, and shutdown is clean") {
   auto ds = std::make_shared<SyntheticDataset>(40, /*fail_at=*/13);
   LoaderOptions o = options_with(4, 4);

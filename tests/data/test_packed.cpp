@@ -3,12 +3,16 @@
 // and the loader reads packed files directly.
 #include <doctest/doctest.h>
 
+#include <hdf5.h>
+
 #include <filesystem>
+#include <functional>
 
 #include "data/array_dataset.h"
 #include "data/encode.h"
 #include "data/file_dataset.h"
 #include "data/loader.h"
+#include "data/open_dataset.h"
 #include "data/packed_dataset.h"
 #include "engine/io/hdf5.h"
 #include "fixtures.h"
@@ -33,6 +37,15 @@ std::shared_ptr<FileDataset> folder_with_one_corrupt(const TempDir& dir) {
 PackOptions quiet(PackOptions o) {
   o.log = [](const std::string&) {};
   return o;
+}
+
+// The folder's ten readable files packed as encoded bytes into out/encoded.h5.
+std::string pack_encoded(const Dataset& dataset, const TempDir& out) {
+  PackOptions o;
+  o.encoded = true;
+  const std::string path = (out.path() / "encoded.h5").string();
+  REQUIRE(pack_dataset(dataset, path, quiet(o)).written == 10);
+  return path;
 }
 }  // namespace
 
@@ -84,11 +97,7 @@ TEST_CASE("pixel packing: pre-resized squares, labels, class names, corrupt file
 TEST_CASE("encoded packing keeps the original bytes, arrays pack at their native size") {
   TempDir src, out;
   auto ds = folder_with_one_corrupt(src);
-  PackOptions o;
-  o.encoded = true;
-  const std::string path = (out.path() / "encoded.h5").string();
-  CHECK(pack_dataset(*ds, path, quiet(o)).written == 10);
-  const PackedDataset packed(path);
+  const PackedDataset packed(pack_encoded(*ds, out));
   CHECK(packed.encoded());
   CHECK(max_abs_diff(packed.load(0, {.channels = 3}), ds->load(0, {.channels = 3})) == 0);
   CHECK(max_abs_diff(packed.load(9, {.channels = 3}), ds->load(10, {.channels = 3})) == 0);
@@ -104,8 +113,8 @@ TEST_CASE("encoded packing keeps the original bytes, arrays pack at their native
   CHECK(back.height() == 5);
   CHECK(back.label(0) == 2);
   CHECK(max_abs_diff(back.load(2, {.channels = 1}), array.load(2, {.channels = 1})) == 0);
-  o.encoded = true;
-  CHECK(error_message([&] { pack_dataset(array, apath, quiet(o)); }).find("needs an image folder or a list file") !=
+  native.encoded = true;
+  CHECK(error_message([&] { pack_dataset(array, apath, quiet(native)); }).find("needs an image folder or a list file") !=
         std::string::npos);
 }
 
@@ -123,11 +132,133 @@ TEST_CASE("check_dataset lists unreadable files in order and writes nothing") {
   CHECK(std::distance(std::filesystem::recursive_directory_iterator(src.path()), {}) == before);
 }
 
-TEST_CASE("opening something that is not a packed dataset explains itself") {
+TEST_CASE("opening something that is not a packed dataset names what it is and what to do") {
   TempDir dir;
-  const std::string text = dir.write_text("x.h5", "not hdf5");
-  CHECK(error_message([&] { PackedDataset p(text); }).find("not an HDF5 file") != std::string::npos);
-  CHECK(error_message([&] { PackedDataset p((dir.path() / "none.h5").string()); }).find("make one with cnn_pack") !=
+  auto message = [](const std::string& path) { return error_message([&] { PackedDataset p(path); }); };
+  CHECK(message((dir.path() / "none.h5").string()).find("make one with cnn_pack") != std::string::npos);
+  // A folder, even one of class folders of images: format = packed opens it as nothing else.
+  dir.write("cats/a.png", encode_image(smooth_image(8, 8, 3), ImageFormat::png));
+  for (const std::string& m : {message(dir.path().string()), error_message([&] { open_dataset("packed:" + dir.path().string()); })}) {
+    CHECK(m.find(dir.path().string() + " is a folder, not a packed dataset file") != std::string::npos);
+    CHECK(m.find("format = 'cnn-pack-1', made by cnn_pack") != std::string::npos);
+    CHECK(m.find("use format = folder, or pack it: cnn_pack") != std::string::npos);
+  }
+  // Other formats under a .h5 name: what their first bytes are, against HDF5's signature.
+  const std::string text = message(dir.write_text("x.h5", "not hdf5"));
+  CHECK(text.find("x.h5 is not an HDF5 file: it starts with magic 0x6e6f7420, text where HDF5's signature 0x89484446 is expected") !=
+        std::string::npos);
+  CHECK(text.find("pack it with cnn_pack") != std::string::npos);
+  CHECK(message(dir.write("png.h5", encode_image(smooth_image(4, 4, 3), ImageFormat::png))).find("magic 0x89504e47, a PNG image") !=
+        std::string::npos);
+  // HDF5 files that are not packed datasets: a checkpoint (its format a variable-length string), weights, another version.
+  io::TensorFile checkpoint;
+  checkpoint.tensors.emplace_back("fc.weight", Tensor::zeros({2, 2}));
+  checkpoint.attributes["format"] = std::string("cnn-checkpoint");
+  io::save_hdf5(dir.path() / "last.h5", checkpoint);
+  const std::string m = message((dir.path() / "last.h5").string());
+  CHECK(m.find("last.h5 is a cnn_train checkpoint (an HDF5 file with format 'cnn-checkpoint'), not a packed dataset") != std::string::npos);
+  CHECK(m.find("point [data] path or val_path at the data") != std::string::npos);
+  checkpoint.attributes.clear();
+  io::save_hdf5(dir.path() / "weights.h5", checkpoint);
+  CHECK(message((dir.path() / "weights.h5").string()).find("weights.h5 is an HDF5 file without a 'format' attribute") != std::string::npos);
+  checkpoint.attributes["format"] = std::string("cnn-pack-0");
+  io::save_hdf5(dir.path() / "old.h5", checkpoint);
+  CHECK(message((dir.path() / "old.h5").string()).find("with format 'cnn-pack-0', not a packed dataset") != std::string::npos);
+}
+
+namespace {
+// The i64 dataset `name` of an HDF5 file.
+std::vector<int64_t> read_i64(const std::string& path, const char* name) {
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  REQUIRE(file >= 0);
+  const hid_t set = H5Dopen2(file, name, H5P_DEFAULT);
+  REQUIRE(set >= 0);
+  const hid_t space = H5Dget_space(set);
+  std::vector<int64_t> values(static_cast<size_t>(H5Sget_simple_extent_npoints(space)));
+  CHECK(H5Dread(set, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) >= 0);
+  H5Sclose(space);
+  H5Dclose(set);
+  H5Fclose(file);
+  return values;
+}
+
+// Overwrites the i64 dataset `name` of an HDF5 file with as many new values.
+void overwrite_i64(const std::string& path, const char* name, const std::vector<int64_t>& values) {
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  REQUIRE(file >= 0);
+  const hid_t set = H5Dopen2(file, name, H5P_DEFAULT);
+  REQUIRE(set >= 0);
+  CHECK(H5Dwrite(set, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) >= 0);
+  H5Dclose(set);
+  H5Fclose(file);
+}
+
+// Replaces dataset `name` with an empty chunked one whose header claims `dims`: a few hundred
+// bytes on disk, whatever the size claimed.
+void replace_with_claim(const std::string& path, const char* name, hid_t type, std::vector<hsize_t> dims) {
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  REQUIRE(file >= 0);
+  CHECK(H5Ldelete(file, name, H5P_DEFAULT) >= 0);
+  const hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  const hid_t props = H5Pcreate(H5P_DATASET_CREATE);
+  std::vector<hsize_t> chunk(dims.size(), 1);
+  H5Pset_chunk(props, static_cast<int>(chunk.size()), chunk.data());
+  const hid_t set = H5Dcreate2(file, name, type, space, H5P_DEFAULT, props, H5P_DEFAULT);
+  CHECK(set >= 0);
+  H5Dclose(set);
+  H5Pclose(props);
+  H5Sclose(space);
+  H5Fclose(file);
+}
+}  // namespace
+
+TEST_CASE("a packed index that does not fit its data is refused with the entry, before anything is allocated") {
+  TempDir src, out;
+  auto ds = folder_with_one_corrupt(src);
+  const std::string good = pack_encoded(*ds, out);
+  auto damaged = [&](const std::function<void(const std::string&)>& damage) {
+    const std::string path = (out.path() / "damaged.h5").string();
+    std::filesystem::copy_file(good, path, std::filesystem::copy_options::overwrite_existing);
+    damage(path);
+    return error_message([&] { PackedDataset p(path); });
+  };
+  const std::vector<int64_t> offsets = read_i64(good, "offsets");
+  REQUIRE(offsets.size() == 11);
+  const int64_t total = offsets[10];
+
+  std::vector<int64_t> backwards = offsets;
+  backwards[4] = offsets[3] - 1;
+  CHECK(damaged([&](const std::string& p) { overwrite_i64(p, "offsets", backwards); })
+            .find("/offsets entry 4 (the start of image 4) is " + std::to_string(offsets[3] - 1) + ", before entry 3's " +
+                  std::to_string(offsets[3]) + " (offsets must not decrease); the index is damaged: pack the dataset again") !=
+        std::string::npos);
+  std::vector<int64_t> past = offsets;
+  past[10] = total + 1000000;
+  CHECK(damaged([&](const std::string& p) { overwrite_i64(p, "offsets", past); })
+            .find("/offsets entry 10 (the start of image 10) is " + std::to_string(total + 1000000) + ", past the end of the " +
+                  std::to_string(total) + " bytes of /encoded") != std::string::npos);
+  std::vector<int64_t> negative = offsets;
+  negative[1] = -5;
+  CHECK(damaged([&](const std::string& p) { overwrite_i64(p, "offsets", negative); }).find("entry 1 (the start of image 1) is -5, before entry 0's 0") !=
+        std::string::npos);
+  std::vector<int64_t> late = offsets;
+  late[0] = 7;
+  CHECK(damaged([&](const std::string& p) { overwrite_i64(p, "offsets", late); }).find("entry 0 (the start of image 0) is 7, not 0") !=
+        std::string::npos);
+  // Counts that would need more memory than the file holds: 2^40 labels (8 TiB), 2^40 offsets.
+  const std::string labels = damaged([](const std::string& p) { replace_with_claim(p, "labels", H5T_NATIVE_INT64, {1ull << 40}); });
+  CHECK(labels.find("/labels claims 8.79609e+12 bytes (1099511627776 entries), more than the whole file's") != std::string::npos);
+  CHECK(labels.find("pack the dataset again with cnn_pack") != std::string::npos);
+  CHECK(damaged([](const std::string& p) { replace_with_claim(p, "offsets", H5T_NATIVE_INT64, {1ull << 40}); }).find("/offsets claims") !=
+        std::string::npos);
+
+  // Pixel files: an /images header claiming 100000 x 100000 x 3 pixels per image.
+  const std::string pixel_file = (out.path() / "pixels.h5").string();
+  PackOptions o;
+  o.size = 8;
+  REQUIRE(pack_dataset(*ds, pixel_file, quiet(o)).written == 10);
+  replace_with_claim(pixel_file, "images", H5T_NATIVE_UINT8, {10, 100000, 100000, 3});
+  CHECK(error_message([&] { PackedDataset p(pixel_file); }).find("/images claims 3e+11 bytes (4 dimensions), more than the whole file's") !=
         std::string::npos);
 }
 
@@ -147,16 +278,37 @@ TEST_CASE("packed: damaged files are refused with a cnn::Error") {
         std::string::npos);
 }
 
-TEST_CASE("packed: a training checkpoint given as a packed dataset is named for what it is") {
-  // Before: "attribute format is not a fixed-length string".
-  TempDir dir;
-  io::TensorFile checkpoint;
-  checkpoint.attributes["format"] = std::string("cnn-checkpoint");
-  checkpoint.tensors.emplace_back("model/fc.weight", Tensor::zeros({2, 2}));
-  const std::filesystem::path path = dir.path() / "last.h5";
-  io::save_hdf5(path, checkpoint);
-  const std::string message = cnn::testing::error_message([&] { PackedDataset dataset(path.string()); });
-  CHECK(message.find("is not a packed dataset") != std::string::npos);
-  CHECK(message.find("a training checkpoint or weights file") != std::string::npos);
-  CHECK(message.find("make a packed dataset with cnn_pack") != std::string::npos);
+TEST_CASE("cnn_pack's pixel limit: a header claiming a huge size is skipped, the limit is an option, 0 lifts it") {
+  // A 40 x 30 PNG (1200 pixels) and a 70-byte PNG header claiming 100000 x 100000 pixels.
+  TempDir src, out;
+  src.write("a/small.png", encode_image(smooth_image(30, 40, 3), ImageFormat::png));
+  src.write("a/bomb.png", png_header_claiming(100000, 100000));
+  const auto ds = open_image_folder(src.path().string());
+  PackOptions o;
+  o.size = 8;
+  o.workers = 1;
+  for (const bool encoded : {false, true}) {
+    o.encoded = encoded;
+    INFO(std::string(encoded ? "encoded" : "pixels"));
+    const std::string path = (out.path() / "p.h5").string();
+    o.max_image_pixels = kDefaultMaxImagePixels;
+    PackReport report = pack_dataset(*ds, path, quiet(o));
+    CHECK(report.written == 1);
+    REQUIRE(report.skipped.size() == 1);
+    CHECK(report.skipped[0].ends_with("bomb.png"));
+    // The limit applies to every image: at 1199 the small one is over it too, and nothing is packed.
+    o.max_image_pixels = 1199;
+    CHECK(error_message([&] { pack_dataset(*ds, path, quiet(o)); }).find("no readable images") != std::string::npos);
+    o.max_image_pixels = 1200;
+    CHECK(pack_dataset(*ds, path, quiet(o)).written == 1);
+  }
+  // The scan reports the same, with the reason; without a limit the bomb's missing data makes it unreadable.
+  auto bad = check_dataset(*ds, 1);
+  REQUIRE(bad.size() == 1);
+  CHECK(bad[0].second.find("claims 100000 x 100000 pixels (10000000000), more than the limit of 89478485") != std::string::npos);
+  CHECK(bad[0].second.find("--max-image-pixels") != std::string::npos);
+  CHECK(check_dataset(*ds, 1, 1199).size() == 2);
+  bad = check_dataset(*ds, 1, 0);
+  REQUIRE(bad.size() == 1);
+  CHECK(bad[0].second.find("more than the limit") == std::string::npos);
 }

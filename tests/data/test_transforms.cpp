@@ -82,12 +82,31 @@ TEST_CASE("resample: a large photo to a small crop (30x and more) is box-reduced
 }
 
 TEST_CASE("Resize keeps the aspect ratio with the shorter side given (truncating the longer)") {
-  CHECK(Resize::output_size(375, 500, 256) == std::array<int, 2>{256, 341});
-  CHECK(Resize::output_size(500, 375, 256) == std::array<int, 2>{341, 256});
+  CHECK(Resize::output_size(375, 500, 256) == std::array<int64_t, 2>{256, 341});
+  CHECK(Resize::output_size(500, 375, 256) == std::array<int64_t, 2>{341, 256});
+  // No wrap-around: 256 x 2^31-1 used to be computed into an int.
+  CHECK(Resize::output_size(1, 2147483647, 256) == std::array<int64_t, 2>{256, 256LL * 2147483647});
   SampleRng rng(0, 0, 0);
   const Image out = Resize(256).apply(smooth_image(375, 500, 3), rng);
   CHECK(out.height == 256);
   CHECK(out.width == 341);
+}
+
+TEST_CASE("Resize of a long thin strip is a corrupt sample, not a 65 GB image") {
+  // Before: 1 x 1,000,000 resized to a shorter side of 256 allocated 256 x 256,000,000 x 3 bytes.
+  SampleRng rng(0, 0, 0);
+  const std::string m = error_message([&] { Resize(256).apply(Image(1, 1000000, 1), rng); });
+  CHECK(m.find("1x1000000x1 image: resizing its shorter side to 256 gives 256 x 256000000 pixels, more than the limit of") !=
+        std::string::npos);
+  CHECK(m.find("(an aspect ratio of 1000000:1); crop the image or remove it") != std::string::npos);
+  CHECK_THROWS_AS(Resize(256).apply(Image(1000000, 1, 1), rng), CorruptImageError);
+  // Just inside the limit it resizes: 1 x 1365 at 256 is 256 x 349,440 = 89,456,640 pixels.
+  CHECK(Resize(256).apply(Image(1, 1365, 1), rng).width == 1365 * 256);
+  CHECK_THROWS_AS(Resize(256).apply(Image(1, 1366, 1), rng), CorruptImageError);
+  // In a pipeline the error names the file.
+  const Pipeline pipeline({std::make_shared<Resize>(256), std::make_shared<CenterCrop>(8, 8)}, 8, 8, 1, Normalize::identity(1));
+  CHECK(error_message([&] { pipeline.run(Image(1, 2000, 1), 0, 0, 0, "strip.png"); })
+            .starts_with("strip.png: 1x2000x1 image: resizing its shorter side to 256"));
 }
 
 TEST_CASE("CenterCrop offsets round half to even, larger crops pad with zeros") {

@@ -180,6 +180,24 @@ TEST_CASE("infer: a large photo is predicted with the rest of its batch") {
   CHECK(warnings.empty());
 }
 
+TEST_CASE("infer: a file that fails after decoding is named and skipped, the rest of its batch predicted") {
+  // A 1 x 3,300,000 strip decodes, but resizing its shorter side to 28 would give 92,400,000 pixels:
+  // the transforms refuse it (a corrupt sample), after the decoder accepted it.
+  Fixture f("strip");
+  const std::string good = f.write_png("good.png", Fixture::picture(28, 28, 1));
+  const std::string strip = f.write_png("strip.png", data::Image(1, 3300000, 1));
+  std::vector<std::string> warnings;
+  InferOptions o = f.options();
+  o.warn = [&](const std::string& m) { warnings.push_back(m); };
+  const InferResult r = run_inference({strip, good}, o);
+  CHECK(r.unreadable == 1);
+  REQUIRE(r.predictions.size() == 1);
+  CHECK(r.predictions[0].path == good);
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].find("strip.png") != std::string::npos);
+  CHECK(warnings[0].find("gives 28 x 92400000 pixels") != std::string::npos);
+}
+
 TEST_CASE("infer: flip TTA is the average of the image and its mirror, multiscale averages the two resizes") {
   Fixture f("tta");
   const std::string plain = f.write_png("plain.png", Fixture::picture(28, 28, 5));

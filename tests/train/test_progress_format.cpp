@@ -125,6 +125,8 @@ TEST_CASE("progress format: the epoch line has the step fields, then validation,
                                    "3 corrupt images skipped; val loss 0.3014  top-1 88.92%  top-5 99.84%");
   line.ema_top1 = 89.104;  // [ema] on: the EMA weights' top-1 beside the live weights'
   CHECK(format_validation_figures(line) == "val loss 0.3014  top-1 88.92% (ema 89.10%)  top-5 99.84%");
+  line.val_corrupt_images = 2;
+  CHECK(format_epoch_line(line).ends_with("; val loss 0.3014  top-1 88.92% (ema 89.10%)  top-5 99.84%  2 corrupt validation images skipped"));
   EpochLine cut{.figures = typical()};
   cut.figures.epoch_eta_seconds = cut.figures.run_eta_seconds = std::nan("");
   CHECK(format_epoch_line(cut) == "epoch 2/8 stopped at 100/234  loss 0.3512  lr 0.095  1712 img/s  wait 0.2%  0:42");

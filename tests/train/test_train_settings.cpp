@@ -92,3 +92,10 @@ TEST_CASE("settings: [ema] and [swa] are read, and an EMA metric without the EMA
   CHECK_THROWS_WITH(from_config(Config::parse(kConfig, "avg.ini", {"train.epochs=5", "swa.start_epoch=6"})),
                     doctest::Contains("[swa] start_epoch = 6 comes after the last epoch"));
 }
+
+TEST_CASE("format = packed opens the path as a packed file only: a folder is refused, not read as images") {
+  const TrainSettings packed = from_config(Config::parse(kConfig, "p.ini", {"data.format=packed", "data.path=/data/train", "data.val_path=/data/val.h5"}));
+  CHECK(packed.data.train_spec == "packed:/data/train");
+  CHECK(packed.data.validation_spec == "packed:/data/val.h5");
+  CHECK(from_config(Config::parse(kConfig, "p.ini", {"data.format=folder", "data.path=/data/train"})).data.train_spec == "/data/train");
+}

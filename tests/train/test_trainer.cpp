@@ -320,9 +320,8 @@ TEST_CASE("trainer: [model] dropout, drop_path and zero_init_residual reach the 
 
 namespace {
 // An image folder of 4 classes of `per_class` 28x28 gray PNGs, the first `corrupt` of each class
-// replaced by bytes that are no image; and the config of a one-epoch run on it.
-std::string corrupt_folder_config(const ScratchDir& dir, int per_class, int corrupt) {
-  const std::filesystem::path images = dir.path / "images";
+// replaced by bytes that are no image.
+void write_image_folder(const std::filesystem::path& images, int per_class, int corrupt) {
   for (int c = 0; c < 4; ++c)
     for (int i = 0; i < per_class; ++i) {
       const std::filesystem::path file = images / ("class" + std::to_string(c)) / ("img" + std::to_string(i) + ".png");
@@ -334,9 +333,17 @@ std::string corrupt_folder_config(const ScratchDir& dir, int per_class, int corr
                       : data::encode_image(image, data::ImageFormat::png);
       std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
     }
+}
+
+// Such a folder (dir/images) and the config of a one-epoch run on it; with val_corrupt >= 0 also
+// validated on a second one (dir/val) whose first val_corrupt images of each class are corrupt.
+std::string corrupt_folder_config(const ScratchDir& dir, int per_class, int corrupt, int val_corrupt = -1) {
+  const std::filesystem::path images = dir.path / "images", val = dir.path / "val";
+  write_image_folder(images, per_class, corrupt);
+  if (val_corrupt >= 0) write_image_folder(val, per_class, val_corrupt);
   std::ostringstream c;
   c << "[model]\nname = compact_cnn\nnum_classes = 4\nin_channels = 1\n"
-    << "[data]\nformat = folder\npath = " << images.string()
+    << "[data]\nformat = folder\npath = " << images.string() << (val_corrupt >= 0 ? "\nval_path = " + val.string() : "")
     << "\nbatch_size = 4\ndrop_last = false\nimage_size = 28\nmean = 0.2\nstd = 0.3\nworkers = 2\n"
     << "[augment]\nrandom_resized_crop = false\nhflip = 0\n"
     << "[train]\nepochs = 1\ndevice = cpu\nthreads = 2\n"
@@ -387,6 +394,39 @@ TEST_CASE("trainer: an epoch of only corrupt images, or too many of them, stops 
     const Config c = Config::parse(corrupt_folder_config(dir, 3, 0), "test.ini", {"data.max_image_pixels=783"});
     CHECK_THROWS_WITH_AS(run_training(c, opts), doctest::Contains("epoch 1 delivered no image"), Error);
   }
+}
+
+TEST_CASE("trainer: [data] max_corrupt_fraction holds for the validation set, whose count is in the epoch line and metrics") {
+  std::ostringstream quiet;
+  TrainRunOptions opts;
+  opts.console = &quiet;
+  ScratchDir dir("val_corrupt");
+  const std::string text = corrupt_folder_config(dir, 4, 0, 2);  // training images all readable, 8 of 16 validation ones not
+  std::string message;
+  try {
+    run_training(Config::parse(text, "test.ini"), opts);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  INFO(message);
+  CHECK(message.find("epoch 1: 8 of 16 validation images read were unreadable (50%, more than [data] max_corrupt_fraction = 0.1): ") !=
+        std::string::npos);
+  CHECK(message.find("replace or remove them (cnn_pack --check " + (dir.path / "val").string()) != std::string::npos);
+  CHECK(message.find("or raise [data] max_corrupt_fraction (at most 1) to validate on the rest") != std::string::npos);
+  std::error_code ec;
+  for (const auto& run : std::filesystem::directory_iterator(dir.path / "runs", ec))
+    CHECK_FALSE(std::filesystem::exists(run.path() / "best.h5"));  // no best model chosen on half the validation set
+
+  // Allowed, the run validates on the rest and says how many it left out.
+  const TrainSummary s = run_training(Config::parse(text, "test.ini", {"data.max_corrupt_fraction=0.5"}), opts);
+  std::ifstream metrics(s.run_dir / "metrics.jsonl"), log(s.run_dir / "train.log");
+  const std::string metrics_text((std::istreambuf_iterator<char>(metrics)), {}), log_text((std::istreambuf_iterator<char>(log)), {});
+  CHECK(metrics_text.find("\"val_corrupt_images\":8.0") != std::string::npos);
+  CHECK(log_text.find("top-5 100.00%  8 corrupt validation images skipped") != std::string::npos);
+
+  ScratchDir none("val_all_corrupt");
+  CHECK_THROWS_WITH_AS(run_training(Config::parse(corrupt_folder_config(none, 3, 0, 3), "test.ini"), opts),
+                       doctest::Contains("epoch 1 delivered no validation image: all 12 validation images read were unreadable"), Error);
 }
 
 TEST_CASE("trainer: a few hundred steps on Fashion-MNIST beat chance by a wide margin") {

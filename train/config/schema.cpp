@@ -81,8 +81,8 @@ std::vector<KeySpec> build_schema() {
               "an image whose header claims more pixels (width x height) than this is skipped as corrupt before it is decoded "
               "(decompression bombs; the default is Pillow's MAX_IMAGE_PIXELS); 0: no limit"),
       real("data", "max_corrupt_fraction", "0.1", between(0, 1),
-           "stop the run when more than this fraction of the training images read in an epoch are unreadable "
-           "(an epoch with no readable image always stops)"),
+           "stop the run when more than this fraction of the training images read in an epoch, or of the validation "
+           "images, are unreadable (an epoch with no readable image always stops)"),
       // ---- augment ----
       boolean("augment", "random_resized_crop", "true", "random crop of random area and aspect ratio, resized to image_size (else: resize and centre crop)"),
       real("augment", "scale_min", "0.08", {0, 1, true, false}, "smallest crop area, as a fraction of the image"),

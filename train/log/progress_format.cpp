@@ -122,6 +122,7 @@ std::string format_epoch_line(const EpochLine& e) {
   text += format_fields(f);
   if (e.corrupt_images > 0) text += "  " + std::to_string(e.corrupt_images) + " corrupt images skipped";
   if (known(e.val_loss)) text += "; " + format_validation_figures(e);
+  if (e.val_corrupt_images > 0) text += "  " + std::to_string(e.val_corrupt_images) + " corrupt validation images skipped";
   return text;
 }
 

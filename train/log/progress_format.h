@@ -47,10 +47,12 @@ std::string format_bar(const StepFigures& figures, int width, bool colour);
 
 // The epoch line: "epoch 2/8 done  <fields>; val loss 0.3014  top-1 88.92%  top-5 99.84%", where
 // the figures are the epoch's (mean loss, its time, the run's ETA), "stopped at 120/234" replaces
-// "done" for an epoch cut short, and the validation part is there when the epoch validated.
+// "done" for an epoch cut short, and the validation part is there when the epoch validated. Each
+// part ends with its count of unreadable images left out, when there were any.
 struct EpochLine {
   StepFigures figures;
-  int64_t corrupt_images = 0;
+  int64_t corrupt_images = 0;      // training images left out as unreadable
+  int64_t val_corrupt_images = 0;  // validation images left out as unreadable
   double val_loss = std::nan(""), val_top1 = std::nan(""), val_top5 = std::nan("");
   double ema_top1 = std::nan("");  // of the EMA weights, shown after the top-1: "top-1 91.20% (ema 91.80%)"
 };

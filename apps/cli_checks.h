@@ -25,4 +25,22 @@ inline CLI::Validator at_least(int64_t minimum) {
       wanted);
 }
 
+// A probability that leaves something: a number in [0, 1), "must be a number in [0, 1), got 1.5".
+inline CLI::Validator probability() {
+  const std::string wanted = "a number in [0, 1)";
+  return CLI::Validator(
+      [wanted](std::string& text) -> std::string {
+        size_t used = 0;
+        double value = -1;
+        try {
+          value = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size() || !(value >= 0 && value < 1)) return "must be " + wanted + ", got " + text;
+        return {};
+      },
+      wanted);
+}
+
 }  // namespace cnn::apps

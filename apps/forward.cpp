@@ -49,7 +49,9 @@ struct Options {
 std::unique_ptr<Module> trained_model(const Options& o, const Tensor& images_nchw, const Tensor& labels) {
   std::vector<std::string> overrides = {"model.name=" + o.model_name, "model.num_classes=" + std::to_string(o.classes),
                                         "model.in_channels=" + std::to_string(o.in_channels), "model.pretrained=" + o.weights,
-                                        "model.pretrained_head=true", "compute.device=" + o.device_text};
+                                        "model.pretrained_head=true", "train.device=" + o.device_text,
+                                        // Never opened: the batch is the data (a path only satisfies the config).
+                                        "data.path=" + o.input, "data.batch_size=" + std::to_string(labels.size(0))};
   if (o.dropout) overrides.push_back("model.dropout=" + std::to_string(*o.dropout));
   if (o.drop_path) overrides.push_back("model.drop_path=" + std::to_string(*o.drop_path));
   const train::TrainSettings settings = train::from_config(train::Config::load(o.recipe, overrides));

@@ -19,11 +19,21 @@ float64 counts as a tie, not as a failure). Real differences (weight layout, fla
 BN eps, SE, stochastic depth in eval) move the logits by far more than that. resnet18 is also run in
 training mode (BatchNorm on batch statistics; it has no dropout).
 
+With --train it also compares training: from the same weights and batch (4 images, 64x64, random
+labels), 3 optimizer steps of SGD (momentum 0.9, Nesterov, weight decay 5e-4) and of AdamW (weight
+decay 0.05), each with warmup + cosine, label smoothing 0.1 and no weight decay for BatchNorm and
+biases, on resnet18 and efficientnet_b0 without dropout or stochastic depth. cnn_forward --train-steps
+runs cnn_train's own learner and step; PyTorch runs torch.optim with the same rate per step. A row
+passes when every float tensor of the state (running statistics included) is within --train-rtol
+(1e-5) of PyTorch's float32 result, relative to the tensor's largest value. "of update" is the same
+difference relative to what the steps changed; "f64-f32" PyTorch's own float32 rounding, for scale.
+CNN_COMPARE_VERBOSE=1 prints every tensor's figures.
+
 Exit status: 0 all passed, 1 a model failed, 77 torch, torchvision or numpy cannot be imported.
 Needs only torch, torchvision and numpy (safetensors files are read and written here).
 
   compare_with_torchvision.py --cnn-forward build/apps/cnn_forward [--models resnet18,vgg11_bn]
-                              [--size 128] [--json table.json] [--device cpu]
+                              [--size 128] [--json table.json] [--device cpu] [--train [--train-steps 3]]
 """
 import argparse
 import copy
@@ -48,6 +58,7 @@ SKIP = 77
 DEFAULT_MODELS = ["resnet18", "resnet50", "vgg11_bn", "efficientnet_b0"]
 TRAIN_MODE_MODELS = {"resnet18"}  # no dropout or stochastic depth, so training mode is deterministic
 BATCH = 2
+TRAIN_BATCH = 4
 CLASSES = 1000
 SEED = 20240601
 
@@ -111,10 +122,10 @@ def read_safetensors(path):
 
 # ---- the models ----
 
-def build_model(name, size):
+def build_model(name, size, **options):
     """torchvision's model with random weights, random BatchNorm state and random biases, in eval mode."""
     torch.manual_seed(SEED)
-    model = torchvision.models.get_model(name, weights=None, num_classes=CLASSES)
+    model = torchvision.models.get_model(name, weights=None, num_classes=CLASSES, **options)
     generator = torch.Generator().manual_seed(SEED + 1)
     norms = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
     with torch.no_grad():
@@ -216,6 +227,125 @@ def check_model(name, args, workdir):
     return rows
 
 
+# ---- training: the weights after a few optimizer steps of a recipe ----
+
+TRAIN_MODELS = ["resnet18", "efficientnet_b0"]
+# Models without dropout or stochastic depth, as both sides are told (--dropout 0 --drop-path 0).
+TORCH_NO_DROPOUT = {"efficientnet_b0": {"dropout": 0.0, "stochastic_depth_prob": 0.0}}
+TRAIN_STEPS, STEPS_PER_EPOCH, EPOCHS, WARMUP_EPOCHS, WARMUP_START = 3, 2, 3, 1, 0.1
+LABEL_SMOOTHING = 0.1
+RECIPES = {
+    "sgd": {"name": "sgd", "lr": 0.05, "momentum": 0.9, "nesterov": "true", "weight_decay": 5e-4},
+    "adamw": {"name": "adamw", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.05},
+}
+
+
+def recipe_lr(recipe, step):
+    """cnn's warmup_cosine (train/schedule/lr_schedule.h): linear warmup over the first
+    WARMUP_EPOCHS * STEPS_PER_EPOCH steps from WARMUP_START of the rate, cosine to 0 over the rest."""
+    base, warmup, total = recipe["lr"], WARMUP_EPOCHS * STEPS_PER_EPOCH, EPOCHS * STEPS_PER_EPOCH
+    t = min(max((step - warmup) / max(1, total - warmup), 0.0), 1.0)
+    lr = base * 0.5 * (1.0 + np.cos(np.pi * t))
+    if step < warmup:
+        lr *= WARMUP_START + (1.0 - WARMUP_START) * (step + 1) / warmup
+    return lr
+
+
+def recipe_ini(recipe):
+    optim = "\n".join(f"{k} = {v}" for k, v in recipe.items())
+    return (f"[optim]\n{optim}\nno_decay_bn_bias = true\n"
+            f"[schedule]\nname = warmup_cosine\nwarmup_epochs = {WARMUP_EPOCHS}\nwarmup_start_factor = {WARMUP_START}\n"
+            f"min_lr = 0\n[train]\nepochs = {EPOCHS}\nlabel_smoothing = {LABEL_SMOOTHING}\n")
+
+
+def torch_train_steps(model, recipe, x, labels):
+    """The recipe in PyTorch: the no-decay group for parameters of rank <= 1, the rate set per step."""
+    decay = [p for p in model.parameters() if p.dim() > 1]
+    no_decay = [p for p in model.parameters() if p.dim() <= 1]
+    groups = [{"params": decay, "weight_decay": recipe["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}]
+    if recipe["name"] == "sgd":
+        optimizer = torch.optim.SGD(groups, lr=recipe["lr"], momentum=recipe["momentum"], nesterov=True)
+    else:
+        optimizer = torch.optim.AdamW(groups, lr=recipe["lr"], betas=(recipe["beta1"], recipe["beta2"]), eps=recipe["eps"])
+    model.train()
+    with torch.enable_grad():
+        for step in range(TRAIN_STEPS):
+            for group in optimizer.param_groups:
+                group["lr"] = recipe_lr(recipe, step)
+            optimizer.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(model(x), labels, label_smoothing=LABEL_SMOOTHING)
+            loss.backward()
+            optimizer.step()
+    return {k: v.detach().double().numpy() for k, v in model.state_dict().items() if v.is_floating_point()}
+
+
+def check_training(name, optimizer_name, args, workdir):
+    """One row: cnn's weights after TRAIN_STEPS steps against PyTorch's (float32; float64 for scale)."""
+    started = time.time()
+    recipe = RECIPES[optimizer_name]
+    model = build_model(name, args.train_size, **TORCH_NO_DROPOUT.get(name, {}))
+    generator = torch.Generator().manual_seed(SEED + 3)
+    x = torch.randn(TRAIN_BATCH, 3, args.train_size, args.train_size, generator=generator)
+    labels = torch.randint(0, CLASSES, (TRAIN_BATCH,), generator=generator)
+    weights = os.path.join(workdir, f"{name}.safetensors")
+    input_path = os.path.join(workdir, f"{name}_batch.safetensors")
+    recipe_path = os.path.join(workdir, f"{optimizer_name}.ini")
+    after = os.path.join(workdir, f"{name}_{optimizer_name}_after.safetensors")
+    output = os.path.join(workdir, f"{name}_{optimizer_name}_output.safetensors")
+    write_safetensors(weights, state_as_numpy(model), {"format": "pt"})
+    write_safetensors(input_path, {"input": x.numpy(), "labels": labels.numpy().astype(np.int64)})
+    with open(recipe_path, "w") as f:
+        f.write(recipe_ini(recipe))
+    before = {k: v.detach().double().numpy() for k, v in model.state_dict().items() if v.is_floating_point()}
+    torch32 = torch_train_steps(copy.deepcopy(model), recipe, x, labels)
+    torch64 = torch_train_steps(copy.deepcopy(model).double(), recipe, x.double(), labels)
+    command = [args.cnn_forward, "--model", name, "--classes", str(CLASSES), "--weights", weights, "--input", input_path,
+               "--output", output, "--device", args.device, "--dropout", "0", "--drop-path", "0",
+               "--train-steps", str(TRAIN_STEPS), "--steps-per-epoch", str(STEPS_PER_EPOCH), "--recipe", recipe_path,
+               "--weights-out", after]
+    result = subprocess.run(command, capture_output=True, text=True)
+    row = {"model": name, "optimizer": optimizer_name, "steps": TRAIN_STEPS}
+    if result.returncode != 0:
+        row.update(passed=False, error=f"cnn_forward exited with {result.returncode}:\n{result.stderr.strip()}")
+        return row
+    ours = {k: v.astype(np.float64) for k, v in read_safetensors(after).items()}
+    missing = sorted(set(torch32) - set(ours))
+    if missing:
+        row.update(passed=False, error=f"cnn's weights lack {missing[:3]}")
+        return row
+    # Per tensor: the difference relative to the tensor's largest value (the criterion), and
+    # relative to what the steps changed (how much of the update itself differs).
+    worst, worst_name, worst_update, noise = 0.0, "", 0.0, 0.0
+    for key, theirs in torch32.items():
+        scale = max(float(np.abs(theirs).max()), 1e-12)
+        difference = float(np.abs(ours[key] - theirs).max())
+        change = max(float(np.abs(theirs - before[key]).max()), 1e-12)
+        if difference / scale > worst:
+            worst, worst_name = difference / scale, key
+        worst_update = max(worst_update, difference / change if change > 1e-9 else 0.0)
+        noise = max(noise, float(np.abs(torch64[key] - theirs).max()) / scale)
+        if os.environ.get("CNN_COMPARE_VERBOSE"):
+            print(f"  {name} {optimizer_name} {key:<40} relative {difference / scale:.2e}  of update {difference / change:.2e}")
+    row.update(relative=worst, worst_tensor=worst_name, of_update=worst_update, torch_f64_vs_f32=noise,
+               tolerance=args.train_rtol, passed=bool(worst <= args.train_rtol), seconds=round(time.time() - started, 1))
+    return row
+
+
+def print_training_table(rows, args):
+    print(f"\nweights after {TRAIN_STEPS} steps (batch {TRAIN_BATCH}, {args.train_size}x{args.train_size}, warmup+cosine, "
+          f"label smoothing {LABEL_SMOOTHING}, no decay for BN and biases): max |cnn - torch| / max |torch| per tensor")
+    header = f"{'model':<16} {'optim':<6} {'relative':>10} {'of update':>10} {'f64-f32':>10} {'tolerance':>10}  result"
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        if "error" in r:
+            print(f"{r['model']:<16} {r['optimizer']:<6} FAILED: {r['error']}")
+            continue
+        print(f"{r['model']:<16} {r['optimizer']:<6} {r['relative']:>10.2e} {r['of_update']:>10.2e} "
+              f"{r['torch_f64_vs_f32']:>10.2e} {r['tolerance']:>10.2e}  {'ok' if r['passed'] else 'FAILED'}"
+              f"  (worst: {r['worst_tensor']})")
+
+
 def print_table(rows, args):
     print(f"cnn vs torchvision {torchvision.__version__} (torch {torch.__version__}): batch {BATCH}, "
           f"{args.size}x{args.size}, {CLASSES} classes, device {args.device}; "
@@ -244,7 +374,15 @@ def parse_args():
     parser.add_argument("--device", default="cpu", help="cnn_forward's device: cpu, cuda or cuda:N (default cpu)")
     parser.add_argument("--rtol", type=float, default=1e-4, help="tolerance relative to max |logit| (default %(default)g)")
     parser.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance (default %(default)g)")
+    parser.add_argument("--train", action="store_true",
+                        help="also compare the weights after 3 optimizer steps (SGD and AdamW) on resnet18 and efficientnet_b0")
+    parser.add_argument("--train-models", default=",".join(TRAIN_MODELS), help="models of --train (default %(default)s)")
+    parser.add_argument("--train-size", type=int, default=64, help="input size of --train (default %(default)s)")
+    parser.add_argument("--train-steps", type=int, default=TRAIN_STEPS, help="optimizer steps of --train (default %(default)s)")
+    parser.add_argument("--train-rtol", type=float, default=1e-5, help="--train tolerance (default %(default)g)")
     args = parser.parse_args()
+    globals()["TRAIN_STEPS"] = args.train_steps
+    args.train_models = [m for m in args.train_models.replace(" ", ",").split(",") if m]
     args.models = [m for m in args.models.replace(" ", ",").split(",") if m]
     if args.size < 32:
         parser.error("--size must be at least 32 (five stride-2 stages)")
@@ -269,13 +407,24 @@ def main():
                 rows.append({"model": name, "mode": "eval", "passed": False, "error": f"{type(error).__name__}: {error}"})
             sys.stdout.flush()
     print_table(rows, args)
-    passed = all(r["passed"] for r in rows) and bool(rows)
+    train_rows = []
+    if args.train:
+        with tempfile.TemporaryDirectory(prefix="cnn_vs_torchvision_train_") as workdir:
+            for name in args.train_models:
+                for optimizer_name in RECIPES:
+                    try:
+                        train_rows.append(check_training(name, optimizer_name, args, workdir))
+                    except Exception as error:
+                        train_rows.append({"model": name, "optimizer": optimizer_name, "passed": False,
+                                           "error": f"{type(error).__name__}: {error}"})
+        print_training_table(train_rows, args)
+    passed = all(r["passed"] for r in rows + train_rows) and bool(rows or train_rows)
     print("all models match" if passed else "MISMATCH: see the rows marked FAILED")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"torch": torch.__version__, "torchvision": torchvision.__version__, "batch": BATCH,
                        "size": args.size, "classes": CLASSES, "device": args.device, "rtol": args.rtol,
-                       "atol": args.atol, "rows": rows, "passed": passed}, f, indent=2)
+                       "atol": args.atol, "rows": rows, "training_rows": train_rows, "passed": passed}, f, indent=2)
             f.write("\n")
     return 0 if passed else 1
 

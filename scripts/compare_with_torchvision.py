@@ -25,8 +25,11 @@ decay 0.05), each with warmup + cosine, label smoothing 0.1 and no weight decay 
 biases, on resnet18 and efficientnet_b0 without dropout or stochastic depth. cnn_forward --train-steps
 runs cnn_train's own learner and step; PyTorch runs torch.optim with the same rate per step. A row
 passes when every float tensor of the state (running statistics included) is within --train-rtol
-(1e-5) of PyTorch's float32 result, relative to the tensor's largest value. "of update" is the same
-difference relative to what the steps changed; "f64-f32" PyTorch's own float32 rounding, for scale.
+(1e-5) of PyTorch's float32 result, relative to the tensor's largest value, or, for a tensor where
+PyTorch's float32 is itself farther than that from PyTorch's float64 (AdamW's first steps make a
+step of +-lr of any gradient near zero, whatever its rounding), when cnn's is no farther from the
+float64 result than twice PyTorch's float32 is. "of update" is the difference relative to what the
+steps changed; "f64-f32" PyTorch's own float32 rounding; "ours-f64" cnn's distance from float64.
 CNN_COMPARE_VERBOSE=1 prints every tensor's figures.
 
 Exit status: 0 all passed, 1 a model failed, 77 torch, torchvision or numpy cannot be imported.
@@ -315,7 +318,10 @@ def check_training(name, optimizer_name, args, workdir):
         return row
     # Per tensor: the difference relative to the tensor's largest value (the criterion), and
     # relative to what the steps changed (how much of the update itself differs).
-    worst, worst_name, worst_update, noise = 0.0, "", 0.0, 0.0
+    # A tensor passes within rtol of PyTorch's float32, or, where PyTorch's float32 is itself farther
+    # than that from its float64 (AdamW's first steps turn gradients near 0 into steps of +-lr
+    # whatever their rounding), when cnn is no farther from float64 than PyTorch's float32 is (x2).
+    worst, worst_name, worst_update, noise, ours_exact, failed = 0.0, "", 0.0, 0.0, 0.0, []
     for key, theirs in torch32.items():
         scale = max(float(np.abs(theirs).max()), 1e-12)
         difference = float(np.abs(ours[key] - theirs).max())
@@ -323,18 +329,24 @@ def check_training(name, optimizer_name, args, workdir):
         if difference / scale > worst:
             worst, worst_name = difference / scale, key
         worst_update = max(worst_update, difference / change if change > 1e-9 else 0.0)
-        noise = max(noise, float(np.abs(torch64[key] - theirs).max()) / scale)
+        torch_noise = float(np.abs(torch64[key] - theirs).max()) / scale
+        ours_from_exact = float(np.abs(torch64[key] - ours[key]).max()) / scale
+        noise, ours_exact = max(noise, torch_noise), max(ours_exact, ours_from_exact)
+        if difference / scale > args.train_rtol and ours_from_exact > 2 * torch_noise + args.train_rtol:
+            failed.append(key)
         if os.environ.get("CNN_COMPARE_VERBOSE"):
             print(f"  {name} {optimizer_name} {key:<40} relative {difference / scale:.2e}  of update {difference / change:.2e}")
     row.update(relative=worst, worst_tensor=worst_name, of_update=worst_update, torch_f64_vs_f32=noise,
-               tolerance=args.train_rtol, passed=bool(worst <= args.train_rtol), seconds=round(time.time() - started, 1))
+               ours_vs_torch_f64=ours_exact, tolerance=args.train_rtol, within_rtol=bool(worst <= args.train_rtol),
+               failed_tensors=failed[:10], passed=not failed, seconds=round(time.time() - started, 1))
     return row
 
 
 def print_training_table(rows, args):
     print(f"\nweights after {TRAIN_STEPS} steps (batch {TRAIN_BATCH}, {args.train_size}x{args.train_size}, warmup+cosine, "
           f"label smoothing {LABEL_SMOOTHING}, no decay for BN and biases): max |cnn - torch| / max |torch| per tensor")
-    header = f"{'model':<16} {'optim':<6} {'relative':>10} {'of update':>10} {'f64-f32':>10} {'tolerance':>10}  result"
+    header = f"{'model':<16} {'optim':<6} {'relative':>10} {'of update':>10} {'f64-f32':>10} {'ours-f64':>10} " \
+             f"{'tolerance':>10}  result"
     print(header)
     print("-" * len(header))
     for r in rows:
@@ -342,7 +354,8 @@ def print_training_table(rows, args):
             print(f"{r['model']:<16} {r['optimizer']:<6} FAILED: {r['error']}")
             continue
         print(f"{r['model']:<16} {r['optimizer']:<6} {r['relative']:>10.2e} {r['of_update']:>10.2e} "
-              f"{r['torch_f64_vs_f32']:>10.2e} {r['tolerance']:>10.2e}  {'ok' if r['passed'] else 'FAILED'}"
+              f"{r['torch_f64_vs_f32']:>10.2e} {r['ours_vs_torch_f64']:>10.2e} {r['tolerance']:>10.2e}  "
+              f"{('ok' if r['within_rtol'] else 'ok, as close to f64 as torch f32') if r['passed'] else 'FAILED'}"
               f"  (worst: {r['worst_tensor']})")
 
 

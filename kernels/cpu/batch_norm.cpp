@@ -1,6 +1,9 @@
-// CPU reference for the batch-norm kernels: per-channel loops over the M = N*H*W rows of x [M, C],
-// accumulating in the accumulate type (double for f64 input, float otherwise) row by row, so the
-// result does not depend on the thread count.
+// CPU reference for the batch-norm kernels: per-channel loops over the M = N*H*W rows of x [M, C].
+// The per-channel sums (the statistics, and the backward's sum of dz and of dz * xhat) accumulate
+// in double row by row, whatever the input type, so the result does not depend on the thread count
+// and does not drift with M: a float running sum over the 16384 rows of an early ResNet layer loses
+// about M * 2^-24 of its value, and the backward's sums cancel almost exactly (a BatchNorm's input
+// gradient sums to zero per channel), so that loss reached the gradients of every layer below.
 #include <algorithm>
 #include <type_traits>
 #include <vector>
@@ -29,18 +32,19 @@ void batch_norm_stats(DType dt, const void* x, int64_t m, int64_t c, void* mean_
     using T = decltype(tag);
     using A = compute_t<T>;
     const T* xs = static_cast<const T*>(x);
-    std::vector<A> sum(static_cast<size_t>(c), A(0)), sq(static_cast<size_t>(c), A(0));
+    std::vector<double> sum(static_cast<size_t>(c), 0.0), sq(static_cast<size_t>(c), 0.0);
     for (int64_t r = 0; r < m; ++r)
-      for (int64_t ch = 0; ch < c; ++ch) sum[ch] += to_compute(xs[r * c + ch]);
+      for (int64_t ch = 0; ch < c; ++ch) sum[ch] += static_cast<double>(to_compute(xs[r * c + ch]));
     A* mean = static_cast<A*>(mean_out);
-    for (int64_t ch = 0; ch < c; ++ch) mean[ch] = sum[ch] / static_cast<A>(m);
+    for (int64_t ch = 0; ch < c; ++ch) sum[ch] /= static_cast<double>(m);
+    for (int64_t ch = 0; ch < c; ++ch) mean[ch] = static_cast<A>(sum[ch]);
     for (int64_t r = 0; r < m; ++r)
       for (int64_t ch = 0; ch < c; ++ch) {
-        const A d = to_compute(xs[r * c + ch]) - mean[ch];
+        const double d = static_cast<double>(to_compute(xs[r * c + ch])) - sum[ch];
         sq[ch] += d * d;
       }
     A* var = static_cast<A*>(var_out);
-    for (int64_t ch = 0; ch < c; ++ch) var[ch] = sq[ch] / static_cast<A>(m);
+    for (int64_t ch = 0; ch < c; ++ch) var[ch] = static_cast<A>(sq[ch] / static_cast<double>(m));
   });
 }
 
@@ -71,16 +75,21 @@ namespace {
 // the contiguous channels are branch-free and vectorise.
 template <class T, bool kMasked>
 void backward_reduce_rows(const T* dy, const T* y, const T* x, int64_t m, int64_t c, const compute_t<T>* mu,
-                          const compute_t<T>* inv, compute_t<T>* sum_dz, compute_t<T>* sum_dz_xhat) {
+                          const compute_t<T>* inv, compute_t<T>* sum_dz_out, compute_t<T>* sum_dz_xhat_out) {
   using A = compute_t<T>;
+  std::vector<double> sum_dz(static_cast<size_t>(c), 0.0), sum_dz_xhat(static_cast<size_t>(c), 0.0);
   for (int64_t r = 0; r < m; ++r)
     for (int64_t ch = 0; ch < c; ++ch) {
       const int64_t i = r * c + ch;
       A dz = to_compute(dy[i]);
       if constexpr (kMasked) dz = batch_norm_relu_grad<A>(dz, to_compute(y[i]));
-      sum_dz[ch] += dz;
-      sum_dz_xhat[ch] += dz * batch_norm_xhat<A>(to_compute(x[i]), mu[ch], inv[ch]);
+      sum_dz[ch] += static_cast<double>(dz);
+      sum_dz_xhat[ch] += static_cast<double>(dz) * static_cast<double>(batch_norm_xhat<A>(to_compute(x[i]), mu[ch], inv[ch]));
     }
+  for (int64_t ch = 0; ch < c; ++ch) {
+    sum_dz_out[ch] = static_cast<A>(sum_dz[ch]);
+    sum_dz_xhat_out[ch] = static_cast<A>(sum_dz_xhat[ch]);
+  }
 }
 
 template <class T, bool kMasked, bool kTraining>

@@ -148,7 +148,7 @@ TEST_CASE("conv2d's gradients equal a direct double-precision computation, strid
   const Case cases[] = {{4, 4, 16, 32, 3, 2, 1}, {4, 4, 16, 32, 1, 2, 0}, {4, 8, 8, 16, 3, 2, 1},
                         {4, 8, 8, 16, 1, 2, 0},  {2, 7, 5, 6, 3, 1, 1},   {3, 9, 4, 5, 7, 2, 3},
                         {4, 4, 256, 512, 3, 2, 1}, {4, 4, 256, 512, 1, 2, 0}, {4, 2, 512, 512, 3, 1, 1},
-                        {4, 16, 256, 256, 3, 1, 1}};
+                        {4, 16, 256, 256, 3, 1, 1}, {8, 8, 128, 128, 3, 1, 1}, {8, 16, 64, 128, 3, 2, 1}, {8, 16, 64, 128, 1, 2, 0}};
   for (const Case& k : cases) {
     INFO(k.n, "x", k.h, "x", k.h, "x", k.c, " -> ", k.o, " kernel ", k.k, " stride ", k.stride, " pad ", k.pad);
     const Tensor x = Tensor::uniform({k.n, k.h, k.h, k.c}, -1, 1, 41).requires_grad_();
@@ -205,7 +205,8 @@ TEST_CASE("batch_norm2d's training gradients equal a direct double-precision com
   const Case cases[] = {{4, 2, 64, BatchNormActivation::add_relu}, {4, 4, 32, BatchNormActivation::add_relu},
                         {4, 2, 64, BatchNormActivation::relu},     {4, 2, 64, BatchNormActivation::none},
                         {2, 3, 8, BatchNormActivation::add_relu}, {4, 2, 512, BatchNormActivation::add_relu},
-                        {4, 16, 256, BatchNormActivation::relu}, {4, 8, 512, BatchNormActivation::add_relu}, {8, 32, 64, BatchNormActivation::none}};
+                        {4, 16, 256, BatchNormActivation::relu}, {4, 8, 512, BatchNormActivation::add_relu}, {8, 32, 64, BatchNormActivation::none},
+                        {8, 8, 128, BatchNormActivation::relu}};
   for (const Case& k : cases) {
     INFO(k.n, "x", k.h, "x", k.h, "x", k.c, " activation ", static_cast<int>(k.activation));
     const bool add = k.activation == BatchNormActivation::add_relu, relu = k.activation != BatchNormActivation::none;

@@ -1,56 +1,140 @@
 #include "engine/allocator.h"
 
+#include <algorithm>
 #include <cstdlib>
 
+#include "engine/byte_size.h"
 #include "engine/error.h"
 
 namespace cnn {
 
 // ---- CachingAllocator ----
 
-CachingAllocator::CachingAllocator(SystemAlloc system_alloc, SystemFree system_free, CurrentStream current_stream)
-    : system_alloc_(std::move(system_alloc)),
-      system_free_(std::move(system_free)),
-      current_stream_(std::move(current_stream)) {}
+// A span of a segment: handed out (allocated), free in its pool, or waiting for other streams.
+// Blocks of one segment form a list in address order (prev/next), so a freed block can merge.
+struct CachingAllocator::Block {
+  char* ptr = nullptr;
+  size_t size = 0;
+  void* stream = nullptr;        // the stream it was allocated on; reused only there
+  bool allocated = false;
+  bool small_pool = false;
+  Block* prev = nullptr;
+  Block* next = nullptr;
+  std::vector<void*> other_streams;  // record_stream: streams besides `stream` that use it
+  int events_pending = 0;            // events still to pass before it is free
+};
+
+bool CachingAllocator::BlockOrder::operator()(const Block* a, const Block* b) const {
+  if (a->stream != b->stream) return std::less<void*>()(a->stream, b->stream);
+  if (a->size != b->size) return a->size < b->size;
+  return std::less<char*>()(a->ptr, b->ptr);
+}
+
+CachingAllocator::CachingAllocator(CachingSystem system, Options options)
+    : system_(std::move(system)), options_(options) {
+  // As in PyTorch: the limit must leave medium segments splittable.
+  CNN_CHECK(options_.max_split_bytes > kMediumSegment, "the allocator's max split size (",
+            format_bytes(double(options_.max_split_bytes)), ") must be larger than the 20 MiB of a medium segment");
+}
 
 CachingAllocator::~CachingAllocator() {
   // Live blocks belong to tensors that outlive the allocator only at process exit; leave them.
   std::lock_guard<std::mutex> lock(mutex_);
+  try {
+    process_pending_locked(/*wait=*/true);
+  } catch (...) {  // a destructor must not throw; a broken device fails loudly elsewhere
+  }
   release_cached_locked();
 }
 
-size_t CachingAllocator::size_class(size_t bytes) {
-  constexpr size_t kSmallStep = 512, kSmallLimit = size_t(1) << 20, kLargeStep = size_t(2) << 20;
-  if (bytes == 0) bytes = 1;
-  if (bytes <= kSmallLimit) return (bytes + kSmallStep - 1) / kSmallStep * kSmallStep;
-  return (bytes + kLargeStep - 1) / kLargeStep * kLargeStep;
+size_t CachingAllocator::round_request(size_t bytes) {
+  if (bytes < kMinBlock) return kMinBlock;
+  return (bytes + kMinBlock - 1) / kMinBlock * kMinBlock;
+}
+
+size_t CachingAllocator::segment_size(size_t rounded) {
+  if (rounded <= kSmallRequest) return kSmallSegment;
+  if (rounded < kLargeRequest) return kMediumSegment;
+  return (rounded + kSmallSegment - 1) / kSmallSegment * kSmallSegment;
+}
+
+CachingAllocator::Block* CachingAllocator::find_free_locked(Pool& pool, void* stream, size_t size) {
+  Block key;
+  key.stream = stream;
+  key.size = size;
+  auto it = pool.lower_bound(&key);
+  if (it == pool.end() || (*it)->stream != stream) return nullptr;
+  Block* block = *it;
+  // An unsplittable huge block serves only requests that are huge themselves, and not much smaller
+  // than it (at most one medium segment of waste), as PyTorch does.
+  if (block->size > options_.max_split_bytes &&
+      (size <= options_.max_split_bytes || block->size - size >= kMediumSegment))
+    return nullptr;
+  pool.erase(it);
+  return block;
+}
+
+CachingAllocator::Block* CachingAllocator::split_locked(Block* block, size_t size) {
+  const size_t rest = block->size - size;
+  const bool worth_keeping = block->small_pool ? rest >= kMinBlock : rest > kSmallRequest;
+  if (!worth_keeping || block->size > options_.max_split_bytes) return block;
+  auto* remainder = new Block;
+  remainder->ptr = block->ptr + size;
+  remainder->size = rest;
+  remainder->stream = block->stream;
+  remainder->small_pool = block->small_pool;
+  remainder->prev = block;
+  remainder->next = block->next;
+  if (block->next) block->next->prev = remainder;
+  block->next = remainder;
+  block->size = size;
+  (remainder->small_pool ? small_free_ : large_free_).insert(remainder);
+  return block;
 }
 
 void* CachingAllocator::allocate(size_t bytes) {
-  const size_t size = size_class(bytes);
-  void* stream = current_stream_();
+  const size_t size = round_request(bytes);
+  void* stream = system_.current_stream();
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.allocations;
-  void* ptr = nullptr;
-  auto pool = free_blocks_.find({stream, size});
-  if (pool != free_blocks_.end() && !pool->second.empty()) {
-    ptr = pool->second.back();
-    pool->second.pop_back();
-  } else {
-    ptr = system_alloc_(size);
-    if (!ptr) {  // out of memory: give the cache back and try once more
+  process_pending_locked(/*wait=*/false);
+  Pool& pool = small(size) ? small_free_ : large_free_;
+  Block* block = find_free_locked(pool, stream, size);
+  if (!block) {
+    const size_t segment = segment_size(size);
+    void* ptr = system_.alloc(segment);
+    if (!ptr) {  // out of memory: let pending frees land, give the cache back and try once more
+      process_pending_locked(/*wait=*/true);
       release_cached_locked();
-      ptr = system_alloc_(size);
+      ptr = system_.alloc(segment);
     }
-    CNN_CHECK(ptr, "out of device memory allocating ", bytes, " bytes (", stats_.in_use, " bytes in use, ",
-              stats_.reserved, " reserved); reduce the batch size or enable gradient checkpointing");
+    if (!ptr) fail_out_of_memory(bytes, segment);
     ++stats_.system_allocations;
-    stats_.reserved += size;
+    ++segment_count_;
+    stats_.reserved += segment;
+    stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
+    block = new Block;
+    block->ptr = static_cast<char*>(ptr);
+    block->size = segment;
+    block->stream = stream;
+    block->small_pool = small(size);
   }
-  live_blocks_[ptr] = Block{size, stream};
-  stats_.in_use += size;
-  if (stats_.in_use > stats_.peak_in_use) stats_.peak_in_use = stats_.in_use;
-  return ptr;
+  block = split_locked(block, size);
+  block->allocated = true;
+  live_blocks_[block->ptr] = block;
+  stats_.in_use += block->size;
+  stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
+  return block->ptr;
+}
+
+void CachingAllocator::fail_out_of_memory(size_t bytes, size_t segment) const {
+  std::string free_text;
+  if (system_.free_memory) free_text = ", " + format_bytes(double(system_.free_memory())) + " free on the device";
+  throw OutOfMemoryError(detail::concat(
+      "out of memory on ", system_.name, ": tried to allocate ", format_bytes(double(bytes)), " (a segment of ",
+      format_bytes(double(segment)), "); ", format_bytes(double(stats_.in_use)), " in use by tensors, ",
+      format_bytes(double(stats_.reserved)), " reserved by the cache", free_text,
+      ". Try a smaller [data] batch_size, [precision] mode = bf16 or fp16, or [train] checkpointing = blocks"));
 }
 
 void CachingAllocator::deallocate(void* ptr, size_t) {
@@ -58,10 +142,61 @@ void CachingAllocator::deallocate(void* ptr, size_t) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = live_blocks_.find(ptr);
   if (it == live_blocks_.end()) return;  // not ours (cannot happen through Storage)
-  const Block block = it->second;
+  Block* block = it->second;
   live_blocks_.erase(it);
-  stats_.in_use -= block.size;
-  free_blocks_[{block.stream, block.size}].push_back(ptr);
+  stats_.in_use -= block->size;
+  block->allocated = false;
+  if (block->other_streams.empty()) {
+    free_block_locked(block);
+    return;
+  }
+  for (void* other : block->other_streams) {
+    pending_.emplace_back(system_.record_event(other), block);
+    ++block->events_pending;
+  }
+  block->other_streams.clear();
+}
+
+void CachingAllocator::record_stream(void* ptr, void* stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_blocks_.find(ptr);
+  CNN_CHECK(it != live_blocks_.end(), "record_stream: ", ptr, " is not a live block of ", system_.name, "'s allocator");
+  Block* block = it->second;
+  if (stream == block->stream) return;
+  if (std::find(block->other_streams.begin(), block->other_streams.end(), stream) == block->other_streams.end())
+    block->other_streams.push_back(stream);
+}
+
+void CachingAllocator::free_block_locked(Block* block) {
+  Pool& pool = block->small_pool ? small_free_ : large_free_;
+  auto free_neighbour = [](Block* b) { return b && !b->allocated && b->events_pending == 0; };
+  auto merge = [](Block* left, Block* right) {  // right joins left; right is deleted
+    left->size += right->size;
+    left->next = right->next;
+    if (right->next) right->next->prev = left;
+    delete right;
+  };
+  if (free_neighbour(block->prev)) {
+    Block* prev = block->prev;
+    pool.erase(prev);
+    merge(prev, block);
+    block = prev;
+  }
+  if (free_neighbour(block->next)) {
+    pool.erase(block->next);
+    merge(block, block->next);
+  }
+  pool.insert(block);
+}
+
+void CachingAllocator::process_pending_locked(bool wait) {
+  std::erase_if(pending_, [&](const std::pair<void*, Block*>& entry) {
+    if (wait) system_.wait_event(entry.first);
+    else if (!system_.event_done(entry.first)) return false;
+    system_.destroy_event(entry.first);
+    if (--entry.second->events_pending == 0) free_block_locked(entry.second);
+    return true;
+  });
 }
 
 AllocatorStats CachingAllocator::stats() const {
@@ -72,35 +207,58 @@ AllocatorStats CachingAllocator::stats() const {
 void CachingAllocator::reset_peak() {
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.peak_in_use = stats_.in_use;
+  stats_.peak_reserved = stats_.reserved;
 }
 
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
+  process_pending_locked(/*wait=*/true);
   release_cached_locked();
 }
 
+size_t CachingAllocator::cached_blocks() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return small_free_.size() + large_free_.size() + pending_.size();
+}
+
+size_t CachingAllocator::segments() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return segment_count_;
+}
+
 void CachingAllocator::release_cached_locked() {
-  for (auto& [key, blocks] : free_blocks_) {
-    for (void* p : blocks) {
-      system_free_(p);
-      stats_.reserved -= key.second;
+  // Only whole segments go back: a free block with no neighbours is a segment nothing uses.
+  for (Pool* pool : {&small_free_, &large_free_}) {
+    for (auto it = pool->begin(); it != pool->end();) {
+      Block* block = *it;
+      if (block->prev || block->next) {
+        ++it;
+        continue;
+      }
+      system_.free(block->ptr);
+      stats_.reserved -= block->size;
+      --segment_count_;
+      delete block;
+      it = pool->erase(it);
     }
   }
-  free_blocks_.clear();
 }
 
 // ---- host allocators ----
 
 void* HostAllocator::allocate(size_t bytes) {
   void* p = alloc_(bytes);
-  CNN_CHECK(p != nullptr, "out of host memory allocating ", bytes, " bytes (", stats().in_use,
-            " bytes in use); reduce the batch size or the number of loader workers");
+  if (p == nullptr)
+    throw OutOfMemoryError(detail::concat("out of host memory allocating ", format_bytes(double(bytes)), " (",
+                                          format_bytes(double(stats().in_use)),
+                                          " in use); reduce the batch size or the number of loader workers"));
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.allocations;
   ++stats_.system_allocations;
   stats_.in_use += bytes;
   stats_.reserved += bytes;
-  if (stats_.in_use > stats_.peak_in_use) stats_.peak_in_use = stats_.in_use;
+  stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
+  stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
   return p;
 }
 
@@ -120,6 +278,7 @@ AllocatorStats HostAllocator::stats() const {
 void HostAllocator::reset_peak() {
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.peak_in_use = stats_.in_use;
+  stats_.peak_reserved = stats_.reserved;
 }
 
 namespace {

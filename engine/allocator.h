@@ -4,17 +4,22 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
 #include <mutex>
 #include <utility>
 #include <vector>
 
+#include "engine/error.h"
+
 namespace cnn {
 
 struct AllocatorStats {
-  size_t in_use = 0;           // bytes handed out and not yet returned
+  size_t in_use = 0;           // bytes handed out and not yet returned (rounded as allocated)
   size_t peak_in_use = 0;      // maximum of in_use since the last reset_peak()
   size_t reserved = 0;         // bytes obtained from the system (in use + cached)
+  size_t peak_reserved = 0;    // maximum of reserved since the last reset_peak()
   uint64_t allocations = 0;    // allocate() calls
   uint64_t system_allocations = 0;  // calls to the system allocator (malloc, cudaMalloc, ...)
 };
@@ -27,44 +32,98 @@ class Allocator {
   virtual AllocatorStats stats() const = 0;
   virtual void reset_peak() = 0;
   virtual void empty_cache() {}
+  // The block at `ptr` is (also) used by work queued on `stream`, another stream than the one it
+  // was allocated on: once freed it is reused only after that work has run (PyTorch's
+  // Tensor.record_stream). A no-op for allocators without streams.
+  virtual void record_stream(void* /*ptr*/, void* /*stream*/) {}
 };
 
-// A caching allocator over a system allocator, for device memory: freed blocks go into pools by
-// (stream, size class) and are handed out again to requests of the same class on the same stream,
-// so a training loop that repeats its allocations stops calling the system allocator after its first
-// step. Size classes: multiples of 512 bytes up to 1 MiB, multiples of 2 MiB above. A block is only
-// reused on the stream it was last used on (work on one stream runs in order, so no event is needed).
-// When the system allocator fails, the cache is released and the request tried once more.
+// Thrown when memory cannot be had even after the cache was given back; the message says how much
+// was asked for, what is in use and reserved, and what to try.
+class OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The system underneath a caching allocator: memory, the calling thread's stream, and events on
+// streams. CUDA's in cuda_context.cpp; tests use fakes, so the policy runs without a GPU.
+struct CachingSystem {
+  std::function<void*(size_t)> alloc;      // returns nullptr when out of memory
+  std::function<void(void*)> free;
+  std::function<void*()> current_stream;   // the stream of the calling thread's work
+  std::function<void*(void* stream)> record_event;  // an event marking the work queued on `stream` so far
+  std::function<bool(void* event)> event_done;      // whether it has passed (never waits)
+  std::function<void(void* event)> wait_event;      // the host waits for it
+  std::function<void(void* event)> destroy_event;
+  std::string name = "device";                      // for messages: "cuda:0"
+  std::function<size_t()> free_memory;              // what the system still has, for messages (optional)
+};
+
+// A caching allocator over a system allocator, for device memory, on PyTorch's plan:
+//   - Requests are rounded up to 512 bytes. Those of up to 1 MiB are carved out of 2 MiB segments
+//     (the small pool); larger ones out of 20 MiB segments below 10 MiB, else out of a segment of
+//     their own size rounded to 2 MiB (the large pool).
+//   - A request takes the smallest free block of its pool and stream that fits (best fit) and splits
+//     off the rest when the rest is worth keeping (>= 512 bytes small, > 1 MiB large). A freed block
+//     merges with free neighbours of its segment, so eval shapes, a short last batch and cuDNN
+//     workspaces share segments instead of each pinning blocks of their own size.
+//   - `max_split_bytes` (PyTorch's max_split_size_mb): blocks larger than it are never split, and
+//     smaller requests never take them, which limits fragmentation by huge one-off blocks.
+//   - A block is reused only on the stream it was allocated on (work on one stream runs in order).
+//     A block also used on other streams (record_stream) returns to the pool only after an event
+//     recorded at free time on each of them has passed.
+//   - When the system allocator fails, pending events are waited for, every whole free segment is
+//     given back, and the request tried once more; then OutOfMemoryError.
+struct CachingAllocatorOptions {
+  size_t max_split_bytes = SIZE_MAX;
+};
+
 class CachingAllocator : public Allocator {
  public:
-  using SystemAlloc = std::function<void*(size_t)>;  // returns nullptr when out of memory
-  using SystemFree = std::function<void(void*)>;
-  using CurrentStream = std::function<void*()>;
-
-  CachingAllocator(SystemAlloc system_alloc, SystemFree system_free, CurrentStream current_stream);
+  using Options = CachingAllocatorOptions;
+  explicit CachingAllocator(CachingSystem system, Options options = {});
   ~CachingAllocator() override;
 
   void* allocate(size_t bytes) override;
   void deallocate(void* ptr, size_t bytes) override;
   AllocatorStats stats() const override;
   void reset_peak() override;
-  void empty_cache() override;  // returns every cached block to the system
+  void empty_cache() override;  // waits for pending frees, then returns every whole free segment
+  void record_stream(void* ptr, void* stream) override;
 
-  static size_t size_class(size_t bytes);
+  static constexpr size_t kMinBlock = 512;
+  static constexpr size_t kSmallRequest = size_t{1} << 20;    // the small pool's largest request
+  static constexpr size_t kSmallSegment = size_t{2} << 20;
+  static constexpr size_t kMediumSegment = size_t{20} << 20;  // for requests of 1..10 MiB
+  static constexpr size_t kLargeRequest = size_t{10} << 20;
+  static size_t round_request(size_t bytes);
+  static size_t segment_size(size_t rounded);
+  // Blocks in the cache (free or waiting for other streams), and segments held, for tests.
+  size_t cached_blocks() const;
+  size_t segments() const;
 
  private:
-  struct Block {
-    size_t size;
-    void* stream;
+  struct Block;
+  struct BlockOrder {
+    bool operator()(const Block* a, const Block* b) const;
   };
-  void release_cached_locked();
+  using Pool = std::set<Block*, BlockOrder>;
 
-  SystemAlloc system_alloc_;
-  SystemFree system_free_;
-  CurrentStream current_stream_;
+  Block* find_free_locked(Pool& pool, void* stream, size_t size);
+  Block* split_locked(Block* block, size_t size);
+  void free_block_locked(Block* block);
+  void process_pending_locked(bool wait);
+  void release_cached_locked();
+  bool small(size_t size) const { return size <= kSmallRequest; }
+  [[noreturn]] void fail_out_of_memory(size_t bytes, size_t segment) const;
+
+  CachingSystem system_;
+  Options options_;
   mutable std::mutex mutex_;
-  std::map<std::pair<void*, size_t>, std::vector<void*>> free_blocks_;  // (stream, size) -> blocks
-  std::map<void*, Block> live_blocks_;
+  Pool small_free_, large_free_;
+  std::unordered_map<void*, Block*> live_blocks_;
+  std::vector<std::pair<void*, Block*>> pending_;  // (event, block) freed while other streams use it
+  size_t segment_count_ = 0;
   AllocatorStats stats_;
 };
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/allocator.h"
+#include "engine/stream_workspaces.h"
 #include "engine/config.h"
 #include "engine/error.h"
 
@@ -35,7 +36,7 @@ struct DeviceState {
   std::atomic<void*> stream{nullptr};  // nullptr: the legacy default stream; read by loader threads too
   cublasHandle_t cublas = nullptr;
   cudaStream_t copy_stream = nullptr;  // host-to-device uploads (engine/async_copy.h), kept for the process
-  std::map<void*, void*> cublas_workspaces;  // by stream
+  StreamWorkspaces cublas_workspaces{size_t{32} << 20};  // what cuBLAS itself reserves on Hopper
   cudnnHandle_t cudnn = nullptr;
   std::unique_ptr<CachingAllocator> allocator;
 };
@@ -64,6 +65,19 @@ struct Context {
 Context& context() {
   static Context* ctx = new Context();  // never destroyed: tensors may outlive static destructors
   return *ctx;
+}
+
+// PyTorch's PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:N, as CNN_CUDA_MAX_SPLIT_MB=N.
+CachingAllocator::Options allocator_options() {
+  CachingAllocator::Options options;
+  if (const char* mb = std::getenv("CNN_CUDA_MAX_SPLIT_MB")) {
+    char* end = nullptr;
+    const unsigned long long value = std::strtoull(mb, &end, 10);
+    CNN_CHECK(end != mb && *end == '\0' && value > 0, "CNN_CUDA_MAX_SPLIT_MB=", mb,
+              " is not a positive number of MiB; unset it or give e.g. 512 (more than 20)");
+    options.max_split_bytes = static_cast<size_t>(value) << 20;
+  }
+  return options;
 }
 
 DeviceState& state(int device) {
@@ -123,20 +137,11 @@ void* cublas_handle(int device) {
 }
 
 Workspace cublas_workspace(int device) {
-  constexpr size_t kBytes = size_t{32} << 20;  // what cuBLAS itself reserves on Hopper
-  void* stream = current_stream(device);
-  DeviceState& s = state(device);
-  {
-    std::lock_guard<std::mutex> lock(context().mutex);
-    auto it = s.cublas_workspaces.find(stream);
-    if (it != s.cublas_workspaces.end()) return {it->second, kBytes};
-  }
-  // The allocator takes the block from the current stream's pool: it is only ever used there.
-  void* block = cuda_allocator(device).allocate(kBytes);
-  std::lock_guard<std::mutex> lock(context().mutex);
-  const auto [it, inserted] = s.cublas_workspaces.emplace(stream, block);
-  if (!inserted) cuda_allocator(device).deallocate(block, kBytes);  // another thread was first
-  return {it->second, kBytes};
+  // The block comes from the current stream's pool: it is only ever used there. The allocator is
+  // fetched first, since it takes the context's lock.
+  Allocator& allocator = cuda_allocator(device);
+  StreamWorkspaces& workspaces = state(device).cublas_workspaces;
+  return {workspaces.get(current_stream(device), allocator), workspaces.bytes()};
 }
 
 void* cudnn_handle(int device) {
@@ -153,6 +158,21 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, size
   if (bytes == 0) return;
   if (dst_device.is_cpu() && src_device.is_cpu()) {
     std::memcpy(dst, src, bytes);
+    return;
+  }
+  if (dst_device.is_cuda() && src_device.is_cuda() && dst_device.index != src_device.index) {
+    // Between two GPUs: the copy runs on the destination's stream after the source's queued work
+    // (which may still be writing the source), and the source's later work (which may reuse the
+    // source's memory once it is freed) waits for the copy.
+    Event source_ready(src_device.index);
+    source_ready.record(current_stream(src_device.index));
+    auto stream = static_cast<cudaStream_t>(current_stream(dst_device.index));
+    source_ready.make_wait(stream);
+    set_device(dst_device.index);
+    check(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, bytes, stream), "cudaMemcpyPeerAsync");
+    Event copied(dst_device.index);
+    copied.record(stream);
+    copied.make_wait(current_stream(src_device.index));
     return;
   }
   const int device = dst_device.is_cuda() ? dst_device.index : src_device.index;
@@ -212,21 +232,39 @@ Allocator& cuda_allocator(int index) {
   std::lock_guard<std::mutex> lock(ctx.mutex);
   auto& s = ctx.devices[static_cast<size_t>(index)];
   if (!s.allocator) {
-    s.allocator = std::make_unique<CachingAllocator>(
-        [index](size_t bytes) -> void* {
-          void* p = nullptr;
-          cuda::set_device(index);
-          if (cudaMalloc(&p, bytes) != cudaSuccess) {
-            cudaGetLastError();
-            return nullptr;
-          }
-          return p;
-        },
-        [index](void* p) {
-          cuda::set_device(index);
-          cudaFree(p);
-        },
-        [index] { return cuda::current_stream(index); });
+    CachingSystem system;
+    system.alloc = [index](size_t bytes) -> void* {
+      void* p = nullptr;
+      cuda::set_device(index);
+      if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        cudaGetLastError();  // out of memory is not sticky: clear it so later calls do not see it
+        return nullptr;
+      }
+      return p;
+    };
+    system.free = [index](void* p) {
+      cuda::set_device(index);
+      cudaFree(p);
+    };
+    system.current_stream = [index] { return cuda::current_stream(index); };
+    system.record_event = [index](void* stream) -> void* {
+      cuda::set_device(index);
+      cudaEvent_t e = nullptr;
+      cuda::check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+      cuda::check(cudaEventRecord(e, static_cast<cudaStream_t>(stream)), "cudaEventRecord");
+      return e;
+    };
+    system.event_done = [](void* e) {
+      const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(e));
+      if (status == cudaErrorNotReady) return false;
+      cuda::check(status, "cudaEventQuery");
+      return true;
+    };
+    system.wait_event = [](void* e) { cuda::check(cudaEventSynchronize(static_cast<cudaEvent_t>(e)), "cudaEventSynchronize"); };
+    system.destroy_event = [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); };
+    system.name = "cuda:" + std::to_string(index);
+    system.free_memory = [index] { return cuda::memory_info(index).free; };
+    s.allocator = std::make_unique<CachingAllocator>(std::move(system), cuda::allocator_options());
   }
   return *s.allocator;
 }

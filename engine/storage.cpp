@@ -19,6 +19,10 @@ std::shared_ptr<Storage> Storage::borrow(void* data, size_t bytes, Device device
   return s;
 }
 
+void Storage::record_stream(void* stream) const {
+  if (allocator_) allocator_->record_stream(data_, stream);
+}
+
 Storage::~Storage() {
   if (allocator_) allocator_->deallocate(data_, bytes_);
 }

@@ -24,6 +24,7 @@ class Storage {
   size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
   bool pinned() const { return pinned_; }
+  void record_stream(void* stream) const;  // see Tensor::record_stream
 
  private:
   Storage() = default;

@@ -218,6 +218,10 @@ Tensor Tensor::pin_memory() const {
   return out;
 }
 
+void Tensor::record_stream(void* stream) const {
+  if (defined() && is_cuda()) impl_->storage->record_stream(stream);
+}
+
 std::vector<double> Tensor::to_doubles() const {
   Tensor host = device().is_cpu() ? *this : detach().to(Device::cpu());
   std::vector<double> out(static_cast<size_t>(numel()));

@@ -75,6 +75,10 @@ class Tensor {
   Tensor& fill_(double value);
   Tensor& zero_() { return fill_(0.0); }
   Tensor pin_memory() const;  // page-locked CPU copy
+  // Work queued on `stream` (a cudaStream_t, not the device's current stream) also uses this
+  // tensor's memory: once freed, it is reused only after that work has run (PyTorch's
+  // Tensor.record_stream). A no-op for host tensors and memory the caller owns.
+  void record_stream(void* stream) const;
   std::vector<double> to_doubles() const;  // all values, copied to the host
   double item() const;  // the value of a one-element tensor
 

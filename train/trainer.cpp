@@ -305,7 +305,11 @@ StepFigures Trainer::step_figures(const EpochProgress& epoch) const {
   f.data_wait = data_.train_loader->stats().wait_fraction();
   if (settings_.precision.fp16()) f.loss_scale = learner_.scaler.scale();
   const Device& device = settings_.compute.device;
-  if (device.is_cuda()) f.peak_memory_bytes = static_cast<double>(cuda_allocator(device.index).stats().peak_in_use);
+  if (device.is_cuda()) {
+    const AllocatorStats memory = cuda_allocator(device.index).stats();
+    f.peak_memory_bytes = static_cast<double>(memory.peak_in_use);
+    f.reserved_memory_bytes = static_cast<double>(memory.reserved);
+  }
   // ETAs from the moving average of step time; validation is not in it.
   const int64_t accumulate = settings_.loop.accumulate;
   int64_t epoch_steps_left = std::max<int64_t>(0, (epoch.batches_in_epoch - epoch.batches_done) / accumulate);
@@ -431,7 +435,11 @@ void Trainer::after_step(EpochProgress& epoch) {
                                                {"data_wait", figures.data_wait}};
       if (settings_.precision.fp16()) numbers["loss_scale"] = learner_.scaler.scale();
       const Device& device = settings_.compute.device;
-      if (device.is_cuda()) numbers["gpu_memory_bytes"] = static_cast<double>(cuda_allocator(device.index).stats().in_use);
+      if (device.is_cuda()) {
+        const AllocatorStats memory = cuda_allocator(device.index).stats();
+        numbers["gpu_memory_bytes"] = static_cast<double>(memory.in_use);
+        numbers["gpu_reserved_bytes"] = static_cast<double>(memory.reserved);
+      }
       metrics_.write_step(step, epoch.epoch, numbers);
     }
   }

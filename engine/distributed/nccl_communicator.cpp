@@ -267,6 +267,9 @@ class NcclCommunicator final : public Communicator {
     check(cudaEventCreateWithFlags(&done->event, cudaEventDisableTiming), collective, "cudaEventCreateWithFlags");
     // An empty tensor has the same shape on every rank, so every rank skips the call alike.
     if (bytes > 0) settle(enqueue(), collective, bytes);
+    // Their blocks must not be reused on the compute stream before the collective has run, even if
+    // the watchdog lets go of them first.
+    for (const Tensor& t : tensors) t.record_stream(stream_);
     const cudaError_t err = cudaEventRecord(done->event, stream_);
     if (err != cudaSuccess)  // the kernel is enqueued; its tensors cannot be let go safely
       die(std::string("cudaEventRecord after NCCL ") + collective + " failed: " + cudaGetErrorString(err));

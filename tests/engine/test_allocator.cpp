@@ -2,42 +2,82 @@
 // and the host allocator's statistics.
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <future>
+#include <map>
+#include <memory>
 #include <set>
+#include <thread>
+#include <vector>
 
 #include "engine/cnn.h"
+#include "engine/stream_workspaces.h"
 
 using namespace cnn;
 
 namespace {
+constexpr size_t KiB = 1024, MiB = 1024 * 1024;
+
+// A fake system under the caching allocator: malloc'd memory with an optional limit, and events
+// that pass only when the test says so (or when the allocator waits for them).
 struct FakeSystem {
-  int mallocs = 0, frees = 0;
+  int mallocs = 0, frees = 0, waits = 0;
+  size_t limit = SIZE_MAX, held = 0;
   void* stream = nullptr;
-  std::set<void*> live;
-  CachingAllocator make() {
-    return CachingAllocator(
-        [this](size_t bytes) {
-          ++mallocs;
-          void* p = std::malloc(bytes);
-          live.insert(p);
-          return p;
-        },
-        [this](void* p) {
-          ++frees;
-          live.erase(p);
-          std::free(p);
-        },
-        [this] { return stream; });
+  std::map<void*, size_t> live;
+  struct Event {
+    bool done = false;
+  };
+  std::vector<std::unique_ptr<Event>> events;
+  int destroyed_events = 0;
+
+  CachingAllocator make(CachingAllocator::Options options = {}) {
+    CachingSystem system;
+    system.alloc = [this](size_t bytes) -> void* {
+      if (held + bytes > limit) return nullptr;
+      ++mallocs;
+      void* p = std::malloc(bytes);
+      live[p] = bytes;
+      held += bytes;
+      return p;
+    };
+    system.free = [this](void* p) {
+      ++frees;
+      held -= live.at(p);
+      live.erase(p);
+      std::free(p);
+    };
+    system.current_stream = [this] { return stream; };
+    system.record_event = [this](void*) -> void* {
+      events.push_back(std::make_unique<Event>());
+      return events.back().get();
+    };
+    system.event_done = [](void* e) { return static_cast<Event*>(e)->done; };
+    system.wait_event = [this](void* e) {
+      ++waits;
+      static_cast<Event*>(e)->done = true;
+    };
+    system.destroy_event = [this](void*) { ++destroyed_events; };
+    system.name = "fake:0";
+    system.free_memory = [this] { return limit == SIZE_MAX ? size_t{0} : limit - held; };
+    return CachingAllocator(std::move(system), options);
   }
 };
 }  // namespace
 
-TEST_CASE("size classes: 512-byte steps to 1 MiB, 2 MiB steps above") {
-  CHECK(CachingAllocator::size_class(1) == 512);
-  CHECK(CachingAllocator::size_class(513) == 1024);
-  CHECK(CachingAllocator::size_class(1 << 20) == (1 << 20));
-  CHECK(CachingAllocator::size_class((1 << 20) + 1) == (2 << 20));
-  CHECK(CachingAllocator::size_class(5 << 20) == (6 << 20));
+TEST_CASE("requests round to 512 bytes; small ones share 2 MiB segments, large ones 20 MiB or their own") {
+  CHECK(CachingAllocator::round_request(0) == 512);
+  CHECK(CachingAllocator::round_request(1) == 512);
+  CHECK(CachingAllocator::round_request(513) == 1024);
+  CHECK(CachingAllocator::round_request(1 * MiB) == 1 * MiB);
+  CHECK(CachingAllocator::segment_size(512) == 2 * MiB);
+  CHECK(CachingAllocator::segment_size(1 * MiB) == 2 * MiB);
+  CHECK(CachingAllocator::segment_size(1 * MiB + 512) == 20 * MiB);
+  CHECK(CachingAllocator::segment_size(9 * MiB) == 20 * MiB);
+  CHECK(CachingAllocator::segment_size(10 * MiB) == 10 * MiB);
+  CHECK(CachingAllocator::segment_size(33 * MiB + 1) == 34 * MiB);
 }
 
 TEST_CASE("a repeated allocation pattern stops calling the system allocator") {
@@ -46,30 +86,30 @@ TEST_CASE("a repeated allocation pattern stops calling the system allocator") {
     CachingAllocator alloc = sys.make();
     auto step = [&] {
       void* a = alloc.allocate(1000);
-      void* b = alloc.allocate(3 << 20);
+      void* b = alloc.allocate(3 * MiB);
       void* c = alloc.allocate(1000);
       alloc.deallocate(a, 1000);
-      alloc.deallocate(b, 3 << 20);
+      alloc.deallocate(b, 3 * MiB);
       alloc.deallocate(c, 1000);
     };
     step();
-    const int after_first = sys.mallocs;
-    CHECK(after_first == 3);
+    CHECK(sys.mallocs == 2);  // one small segment for a and c, one 20 MiB segment for b
     for (int i = 0; i < 10; ++i) step();
-    CHECK(sys.mallocs == after_first);  // steady state: no system calls
+    CHECK(sys.mallocs == 2);  // steady state: no system calls
     AllocatorStats s = alloc.stats();
     CHECK(s.in_use == 0);
-    CHECK(s.peak_in_use == 1024 + (4 << 20) + 1024);
-    CHECK(s.reserved == 1024 + (4 << 20) + 1024);
+    CHECK(s.peak_in_use == 1024 + 3 * MiB + 1024);
+    CHECK(s.reserved == 2 * MiB + 20 * MiB);
+    CHECK(s.peak_reserved == 2 * MiB + 20 * MiB);
     CHECK(s.allocations == 33);
-    CHECK(s.system_allocations == 3);
+    CHECK(s.system_allocations == 2);
     alloc.empty_cache();
     CHECK(alloc.stats().reserved == 0);
     CHECK(sys.live.empty());
   }
 }
 
-TEST_CASE("a freed block is reused only on the stream it was used on") {
+TEST_CASE("a freed block is reused only on the stream it was allocated on") {
   FakeSystem sys;
   CachingAllocator alloc = sys.make();
   int stream_a = 0, stream_b = 0;
@@ -85,6 +125,208 @@ TEST_CASE("a freed block is reused only on the stream it was used on") {
   CHECK(r == p);
   alloc.deallocate(q, 4096);
   alloc.deallocate(r, 4096);
+}
+
+TEST_CASE("blocks split and merge, so other shapes reuse the same segment") {
+  FakeSystem sys;
+  CachingAllocator alloc = sys.make();
+  SUBCASE("small pool: four quarter blocks freed make room for one block of their total") {
+    std::vector<void*> quarters;
+    for (int i = 0; i < 4; ++i) quarters.push_back(alloc.allocate(256 * KiB));
+    CHECK(sys.mallocs == 1);
+    CHECK(static_cast<char*>(quarters[1]) == static_cast<char*>(quarters[0]) + 256 * KiB);  // carved in order
+    // Free out of order: the middle ones merge with each neighbour as it comes back.
+    for (int i : {1, 3, 0, 2}) alloc.deallocate(quarters[i], 256 * KiB);
+    CHECK(alloc.cached_blocks() == 1);  // one free block: the whole segment
+    void* whole = alloc.allocate(1 * MiB);
+    CHECK(whole == quarters[0]);
+    CHECK(sys.mallocs == 1);
+    alloc.deallocate(whole, 1 * MiB);
+  }
+  SUBCASE("large pool: an eval-sized request takes part of a training-sized block") {
+    void* train = alloc.allocate(12 * MiB);  // a segment of its own
+    alloc.deallocate(train, 12 * MiB);
+    void* eval = alloc.allocate(8 * MiB);    // best fit: the 12 MiB block, split
+    void* rest = alloc.allocate(4 * MiB);    // the remainder
+    CHECK(eval == train);
+    CHECK(static_cast<char*>(rest) == static_cast<char*>(train) + 8 * MiB);
+    CHECK(sys.mallocs == 1);
+    CHECK(alloc.stats().in_use == 12 * MiB);
+    alloc.deallocate(eval, 8 * MiB);
+    alloc.deallocate(rest, 4 * MiB);
+    void* again = alloc.allocate(12 * MiB);  // merged back into one
+    CHECK(again == train);
+    CHECK(sys.mallocs == 1);
+    alloc.deallocate(again, 12 * MiB);
+  }
+  SUBCASE("a remainder too small to keep stays with the block") {
+    void* a = alloc.allocate(12 * MiB);
+    alloc.deallocate(a, 12 * MiB);
+    void* b = alloc.allocate(11 * MiB + 512 * KiB);  // 512 KiB left: not worth a large block
+    CHECK(b == a);
+    CHECK(alloc.stats().in_use == 12 * MiB);
+    alloc.deallocate(b, 0);
+  }
+  SUBCASE("best fit: the smallest free block that fits") {
+    void* big = alloc.allocate(30 * MiB);
+    void* small = alloc.allocate(12 * MiB);
+    alloc.deallocate(big, 0);
+    alloc.deallocate(small, 0);
+    CHECK(alloc.allocate(11 * MiB) == small);
+  }
+  SUBCASE("empty_cache gives back only segments nothing uses") {
+    void* a = alloc.allocate(1000);
+    void* b = alloc.allocate(1000);  // same segment as a
+    void* c = alloc.allocate(16 * MiB);
+    alloc.deallocate(a, 1000);
+    alloc.deallocate(c, 16 * MiB);
+    alloc.empty_cache();
+    CHECK(sys.frees == 1);  // c's segment; a's is still b's
+    CHECK(alloc.stats().reserved == 2 * MiB);
+    CHECK(alloc.segments() == 1);
+    alloc.deallocate(b, 1000);
+    alloc.empty_cache();
+    CHECK(sys.live.empty());
+  }
+}
+
+TEST_CASE("max_split_bytes: huge blocks are not split and serve only requests close to their size") {
+  FakeSystem sys;
+  CachingAllocator alloc = sys.make({.max_split_bytes = 32 * MiB});
+  void* huge = alloc.allocate(80 * MiB);
+  alloc.deallocate(huge, 0);
+  void* medium = alloc.allocate(8 * MiB);  // below the limit: never from a huge block
+  CHECK(medium != huge);
+  CHECK(sys.mallocs == 2);
+  void* large = alloc.allocate(70 * MiB);  // above the limit, within 20 MiB of the block: the whole block
+  CHECK(large == huge);
+  CHECK(alloc.stats().in_use == 80 * MiB + 8 * MiB);
+  alloc.deallocate(large, 0);
+  void* much_smaller = alloc.allocate(40 * MiB);  // above the limit but 40 MiB smaller: a segment of its own
+  CHECK(much_smaller != huge);
+  CHECK(sys.mallocs == 3);
+  alloc.deallocate(medium, 0);
+  alloc.deallocate(much_smaller, 0);
+  CHECK_THROWS_WITH_AS(sys.make({.max_split_bytes = 16 * MiB}), doctest::Contains("larger than the 20 MiB"), Error);
+}
+
+TEST_CASE("record_stream: a block used on another stream is reused only after that stream's work") {
+  FakeSystem sys;
+  CachingAllocator alloc = sys.make();
+  int compute = 0, communication = 0;
+  sys.stream = &compute;
+  void* p = alloc.allocate(64 * KiB);
+  alloc.record_stream(p, &communication);
+  alloc.record_stream(p, &communication);  // once is enough
+  alloc.record_stream(p, &compute);        // its own stream: nothing to wait for
+  alloc.deallocate(p, 64 * KiB);
+  REQUIRE(sys.events.size() == 1);         // one event, on the communication stream
+  void* q = alloc.allocate(64 * KiB);
+  CHECK(q != p);                           // the collective may still read p
+  sys.events[0]->done = true;
+  alloc.deallocate(q, 64 * KiB);
+  void* r = alloc.allocate(64 * KiB);      // q's place, merged back with p's now that p is free
+  CHECK(r == p);
+  CHECK(sys.destroyed_events == 1);
+  CHECK(sys.mallocs == 1);
+  alloc.deallocate(r, 0);
+
+  SUBCASE("empty_cache waits for the pending events and returns the memory") {
+    void* s = alloc.allocate(64 * KiB);
+    alloc.record_stream(s, &communication);
+    alloc.deallocate(s, 0);
+    CHECK(alloc.cached_blocks() == 2);  // the pending block and the rest of its segment
+    alloc.empty_cache();
+    CHECK(sys.waits == 1);
+    CHECK(sys.live.empty());
+  }
+  SUBCASE("a block never recorded is not waited for") {
+    void* s = alloc.allocate(64 * KiB);
+    alloc.deallocate(s, 0);
+    alloc.empty_cache();
+    CHECK(sys.waits == 0);
+  }
+  CHECK_THROWS_WITH_AS(alloc.record_stream(&compute, &communication), doctest::Contains("not a live block of fake:0"),
+                       Error);
+}
+
+TEST_CASE("out of memory: the cache is given back and the request retried, else a message with the figures") {
+  FakeSystem sys;
+  sys.limit = 64 * MiB;
+  CachingAllocator alloc = sys.make();
+  void* a = alloc.allocate(40 * MiB);
+  alloc.deallocate(a, 0);
+  void* b = alloc.allocate(30 * MiB);  // from the cached block, split, and merged back when freed
+  CHECK(b == a);
+  alloc.deallocate(b, 0);
+  void* c = alloc.allocate(50 * MiB);  // 40 cached + 50 is over the limit: the cache goes back first
+  CHECK(sys.frees == 1);
+  CHECK(alloc.stats().reserved == 50 * MiB);
+  try {
+    (void)alloc.allocate(20 * MiB);
+    FAIL("expected an OutOfMemoryError");
+  } catch (const OutOfMemoryError& e) {
+    const std::string message = e.what();
+    CHECK(message.find("out of memory on fake:0: tried to allocate 20.0 MiB") != std::string::npos);
+    CHECK(message.find("50.0 MiB in use by tensors, 50.0 MiB reserved by the cache, 14.0 MiB free") !=
+          std::string::npos);
+    CHECK(message.find("batch_size") != std::string::npos);
+    CHECK(message.find("checkpointing = blocks") != std::string::npos);
+  }
+  alloc.deallocate(c, 0);
+}
+
+TEST_CASE("stream workspaces: one per stream, and the allocator is called with no lock held") {
+  FakeSystem sys;
+  CachingAllocator inner = sys.make();
+  StreamWorkspaces workspaces(4 * KiB);
+  // An allocator that, like the CUDA context's, may be entered again while it works: asking the
+  // workspaces for another stream from inside allocate deadlocks if get() held its lock meanwhile.
+  struct Reentrant : Allocator {
+    Allocator* inner;
+    StreamWorkspaces* workspaces;
+    std::atomic<int> allocations{0}, deallocations{0};
+    std::mutex mutex;
+    void* allocate(size_t bytes) override {
+      ++allocations;
+      static int side_stream;
+      workspaces->bytes();
+      if (allocations == 1) workspaces->get(&side_stream, *this);
+      std::lock_guard<std::mutex> lock(mutex);
+      return inner->allocate(bytes);
+    }
+    void deallocate(void* p, size_t bytes) override {
+      ++deallocations;
+      std::lock_guard<std::mutex> lock(mutex);
+      inner->deallocate(p, bytes);
+    }
+    AllocatorStats stats() const override { return inner->stats(); }
+    void reset_peak() override {}
+  } allocator;
+  allocator.inner = &inner;
+  allocator.workspaces = &workspaces;
+
+  constexpr int kStreams = 64;
+  std::vector<int> streams(kStreams);
+  std::vector<void*> seen[2];
+  auto run = [&](int t) {
+    for (int i = 0; i < kStreams; ++i) seen[t].push_back(workspaces.get(&streams[static_cast<size_t>(i)], allocator));
+  };
+  // Detached, so that a deadlock fails the test instead of hanging it.
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> finished = done->get_future();
+  std::thread([&, done] {
+    std::thread a(run, 0), b(run, 1);
+    a.join();
+    b.join();
+    done->set_value();
+  }).detach();
+  REQUIRE_MESSAGE(finished.wait_for(std::chrono::seconds(20)) == std::future_status::ready,
+                  "two threads taking workspaces deadlocked");
+  CHECK(seen[0] == seen[1]);  // both threads got the same buffer for each stream
+  CHECK(workspaces.count() == kStreams + 1);
+  CHECK(allocator.allocations - allocator.deallocations == kStreams + 1);  // the losers gave theirs back
+  CHECK(std::set<void*>(seen[0].begin(), seen[0].end()).size() == kStreams);
 }
 
 TEST_CASE("host allocator statistics follow tensors") {

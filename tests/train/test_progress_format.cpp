@@ -46,6 +46,9 @@ TEST_CASE("progress format: durations, bytes, and the fields in their one order"
   fp16.peak_memory_bytes = 5.5 * (1 << 30);
   CHECK(format_fields(fp16) ==
         "  loss 0.3512  lr 0.095  1712 img/s  wait 0.2%  scale 65536  mem 5.5 GiB  0:42  eta 0:56  run eta 8:31");
+  fp16.reserved_memory_bytes = 6.0 * (1 << 30);  // what the caching allocator holds beside the peak
+  CHECK(format_fields(fp16) ==
+        "  loss 0.3512  lr 0.095  1712 img/s  wait 0.2%  scale 65536  mem 5.5 GiB (6.0 GiB reserved)  0:42  eta 0:56  run eta 8:31");
   StepFigures early;  // nothing known yet but the position
   early.epoch = 1, early.epochs = 8, early.step = 1, early.steps = 234;
   CHECK(format_fields(early).empty());

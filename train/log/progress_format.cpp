@@ -30,7 +30,11 @@ std::vector<std::string> fields_of(const StepFigures& f) {
   if (known(f.images_per_second)) fields.push_back(fixed(f.images_per_second, 0) + " img/s");
   if (known(f.data_wait)) fields.push_back("wait " + fixed(100 * f.data_wait, 1) + "%");
   if (known(f.loss_scale)) fields.push_back("scale " + significant(f.loss_scale, 6));
-  if (known(f.peak_memory_bytes)) fields.push_back("mem " + format_bytes(f.peak_memory_bytes));
+  if (known(f.peak_memory_bytes)) {
+    std::string memory = "mem " + format_bytes(f.peak_memory_bytes);
+    if (known(f.reserved_memory_bytes)) memory += " (" + format_bytes(f.reserved_memory_bytes) + " reserved)";
+    fields.push_back(memory);
+  }
   if (known(f.elapsed_seconds)) fields.push_back(format_duration(f.elapsed_seconds));
   if (known(f.epoch_eta_seconds)) fields.push_back("eta " + format_duration(f.epoch_eta_seconds));
   if (known(f.run_eta_seconds)) fields.push_back("run eta " + format_duration(f.run_eta_seconds));
@@ -76,16 +80,6 @@ std::string format_duration(double seconds) {
   else
     std::snprintf(text, sizeof text, "%lld:%02lld", static_cast<long long>(m), static_cast<long long>(s));
   return text;
-}
-
-std::string format_bytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  while (bytes >= 1024 && unit < 4) {
-    bytes /= 1024;
-    ++unit;
-  }
-  return fixed(bytes, unit == 0 ? 0 : 1) + " " + units[unit];
 }
 
 int field_count(const StepFigures& figures) { return static_cast<int>(fields_of(figures).size()); }

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/byte_size.h"
+
 namespace cnn::train {
 
 struct StepFigures {
@@ -23,15 +25,15 @@ struct StepFigures {
   double images_per_second = std::nan("");
   double data_wait = std::nan("");  // a fraction in [0, 1]
   double loss_scale = std::nan("");
-  double peak_memory_bytes = std::nan("");
+  double peak_memory_bytes = std::nan("");      // the allocator's peak in use
+  double reserved_memory_bytes = std::nan("");  // and what it holds from the device
   double elapsed_seconds = std::nan("");
   double epoch_eta_seconds = std::nan(""), run_eta_seconds = std::nan("");
 };
 
 // 42 s -> "0:42", 187 s -> "3:07", 3723 s -> "1:02:03".
 std::string format_duration(double seconds);
-// 3.2e9 -> "3.0 GiB", 5e6 -> "4.8 MiB".
-std::string format_bytes(double bytes);
+using cnn::format_bytes;  // engine/byte_size.h: 3.2e9 -> "3.0 GiB"
 
 // The fields after the position: "loss 0.3512  lr 0.0950  1712 img/s  wait 0.2%  ...".
 // `keep` fields at most (the others, from the end, are dropped), for narrow terminals.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "engine/cnn.h"
+#include "engine/cudnn_conv.h"
 #include "median_time.h"
 #include "kernels/common/window.h"
 #include "kernels/conv.h"
@@ -135,13 +136,12 @@ struct Options {
   Device device;
   DType dtype = DType::f32;
   int repeats = 5, warmup = 2, limit = 0;
-  bool benchmark = false, deterministic = false;
-  kernels::ConvAlgoPolicy policy() const { return {benchmark, deterministic}; }
+  bool benchmark = false, deterministic = false, tf32 = false;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr, "bench_conv: %s\nusage: bench_conv [--set resnet50|efficientnet_b0|all|none] [--batch 32,256] "
-               "[--shapes FILE] [--device cpu|cuda[:N]] [--dtype f32|f16|bf16] [--repeats R] [--warmup W] [--benchmark] [--deterministic] "
+               "[--shapes FILE] [--device cpu|cuda[:N]] [--dtype f32|f16|bf16] [--repeats R] [--warmup W] [--benchmark] [--deterministic] [--tf32] "
                "[--json OUT] [--limit K]\n", problem.c_str());
   std::exit(2);
 }
@@ -150,8 +150,8 @@ Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--benchmark" || flag == "--deterministic") {
-      (flag == "--benchmark" ? o.benchmark : o.deterministic) = true;
+    if (flag == "--benchmark" || flag == "--deterministic" || flag == "--tf32") {
+      (flag == "--benchmark" ? o.benchmark : flag == "--deterministic" ? o.deterministic : o.tf32) = true;
       continue;
     }
     if (flag == "--help" || flag == "-h") usage("times convolutions");
@@ -196,13 +196,15 @@ int main(int argc, char** argv) {
     CNN_CHECK(!shapes.empty(), "bench_conv: no shapes (use --set or --shapes)");
     cuda::set_cudnn_benchmark(opt.benchmark);
     cuda::set_cudnn_deterministic(opt.deterministic);
+    cuda::set_allow_tf32(opt.tf32);
     const bool on_gpu = opt.device.is_cuda();
     const auto sync = [&] {
       if (on_gpu) cuda::synchronize(opt.device.index);
     };
 
     nlohmann::json results = nlohmann::json::array();
-    const std::string choice = std::string(opt.benchmark ? "measured" : "heuristic") + (opt.deterministic ? ", deterministic" : "");
+    const std::string choice = std::string(opt.benchmark ? "measured" : "heuristic") + (opt.deterministic ? ", deterministic" : "") +
+                             (opt.dtype == DType::f32 ? (opt.tf32 ? ", TF32 allowed" : ", FMA math (no TF32)") : "");
     std::printf("device %s, dtype %s, %s algorithm choice\n", opt.device.str().c_str(), dtype_name(opt.dtype), choice.c_str());
     std::printf("%-28s %5s %9s %9s %9s %8s %8s %8s  %s\n", "layer", "batch", "fwd ms", "bwd-d ms", "bwd-f ms", "fwd TF/s",
                 "bwd-d TF", "bwd-f TF", on_gpu ? "algorithms (fwd/bwd-d/bwd-f), workspace MiB" : "GEMM share, GEMM GFLOP/s");
@@ -222,22 +224,23 @@ int main(int argc, char** argv) {
         std::string extra;
         if (on_gpu) {
 #if CNN_WITH_CUDA
-          using kernels::cuda::ConvDirection;
-          void* handle = cuda::cudnn_handle(opt.device.index);
+          // Through the engine's cuDNN path (ranking, walk-down, workspace from the caching allocator),
+          // as training runs it; the first run of each direction makes its plan (and measures, in
+          // benchmark mode), which the warm-up absorbs.
+          using cudnn_conv::ConvDirection;
+          const Device& dev = opt.device;
+          t_fwd = median_seconds([&] { cudnn_conv::run(ConvDirection::forward, opt.dtype, g, dev, x.data(), w.data(), y.data()); },
+                                 sync, std::max(opt.warmup, 1), opt.repeats);
+          t_bd = median_seconds([&] { cudnn_conv::run(ConvDirection::backward_data, opt.dtype, g, dev, dy.data(), w.data(), dx.data()); },
+                                sync, std::max(opt.warmup, 1), opt.repeats);
+          t_bf = median_seconds([&] { cudnn_conv::run(ConvDirection::backward_filter, opt.dtype, g, dev, x.data(), dy.data(), dw.data()); },
+                                sync, std::max(opt.warmup, 1), opt.repeats);
           size_t ws_max = 0;
-          for (auto d : {ConvDirection::forward, ConvDirection::backward_data, ConvDirection::backward_filter})
-            ws_max = std::max(ws_max, kernels::cuda::conv2d_workspace(d, opt.dtype, g, opt.policy(), handle));
-          Tensor ws = Tensor::empty({static_cast<int64_t>(std::max<size_t>(ws_max, 1))}, DType::u8, opt.device);
-          void* stream = cuda::current_stream(opt.device.index);
-          t_fwd = median_seconds([&] { kernels::cuda::conv2d_forward(opt.dtype, g, x.data(), w.data(), y.data(), ws.data(), ws_max, opt.policy(), handle, stream); },
-                                 sync, opt.warmup, opt.repeats);
-          t_bd = median_seconds([&] { kernels::cuda::conv2d_backward_data(opt.dtype, g, dy.data(), w.data(), dx.data(), ws.data(), ws_max, opt.policy(), handle, stream); },
-                                sync, opt.warmup, opt.repeats);
-          t_bf = median_seconds([&] { kernels::cuda::conv2d_backward_filter(opt.dtype, g, x.data(), dy.data(), dw.data(), ws.data(), ws_max, opt.policy(), handle, stream); },
-                                sync, opt.warmup, opt.repeats);
-          const std::string algos = std::string(kernels::cuda::conv2d_algorithm_name(ConvDirection::forward, opt.dtype, g, opt.policy())) +
-                                    "/" + kernels::cuda::conv2d_algorithm_name(ConvDirection::backward_data, opt.dtype, g, opt.policy()) +
-                                    "/" + kernels::cuda::conv2d_algorithm_name(ConvDirection::backward_filter, opt.dtype, g, opt.policy());
+          std::string algos;
+          for (auto d : {ConvDirection::forward, ConvDirection::backward_data, ConvDirection::backward_filter}) {
+            ws_max = std::max(ws_max, cudnn_conv::workspace_bytes(d, opt.dtype, g, dev));
+            algos += (algos.empty() ? "" : "/") + cudnn_conv::algorithm(d, opt.dtype, g, dev);
+          }
           char buf[160];
           std::snprintf(buf, sizeof buf, "%s, %.1f", algos.c_str(), ws_max / 1048576.0);
           extra = buf;

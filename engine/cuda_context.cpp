@@ -341,7 +341,10 @@ namespace cnn::cuda {
 namespace {
 std::atomic<bool> benchmark_mode{false};
 std::atomic<bool> deterministic_mode{false};
+std::atomic<bool> tf32_mode{false};
 }  // namespace
+void set_allow_tf32(bool on) { tf32_mode = on; }
+bool allow_tf32() { return tf32_mode; }
 void set_cudnn_benchmark(bool on) { benchmark_mode = on; }
 bool cudnn_benchmark() { return benchmark_mode; }
 void set_cudnn_deterministic(bool on) { deterministic_mode = on; }

@@ -57,6 +57,15 @@ bool cudnn_benchmark();
 void set_cudnn_deterministic(bool on);
 bool cudnn_deterministic();
 
+// TF32 tensor-core math for f32 convolutions (cuDNN) and GEMMs (cuBLAS): one policy for both, like
+// torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32 set together. Off by
+// default: f32 work then runs FMA math (cuDNN's CUDNN_FMA_MATH, cuBLAS's CUBLAS_COMPUTE_32F), exact
+// to f32 rounding; on, products keep 10 mantissa bits (about 1e-3 relative per product) for up to
+// 8x the f32 throughput on Ampere and later. NVIDIA_TF32_OVERRIDE=0 in the environment turns TF32
+// off below both libraries whatever this says. A process-wide setting.
+void set_allow_tf32(bool on);
+bool allow_tf32();
+
 // Copies bytes between any two devices; returns when a copy to host memory has landed.
 void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 // Enqueues a host-to-device copy on `stream` and returns at once (truly asynchronous from pinned

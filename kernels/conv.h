@@ -1,10 +1,15 @@
 // 2-D convolution in NHWC with weights [O, KH, KW, C/groups] (cuDNN's NHWC filter layout).
 // CPU: im2col + GEMM per sample and group (OpenBLAS), a direct loop when every group has one input
-// channel (depthwise). CUDA: cuDNN, with the algorithm chosen per (geometry, dtype) and cached.
+// channel (depthwise). CUDA: cuDNN, with the algorithm ranking and descriptors cached per (geometry,
+// dtype, direction, policy).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
+#include <functional>
+#include <utility>
+
+#include "kernels/common/algorithm_ranking.h"
 #include "kernels/common/dtype.h"
 
 namespace cnn::kernels {
@@ -24,13 +29,15 @@ struct ConvGeometry {
 // torch.backends.cudnn.benchmark; with `deterministic`, only algorithms cuDNN reports as
 // deterministic (no atomics: bitwise-equal results run to run), like torch.backends.cudnn.deterministic.
 // The CPU kernels are deterministic and have no choice to make.
+// With `allow_tf32`, f32 convolutions may use TF32 tensor cores (cuDNN's default math on Ampere and
+// later, like torch.backends.cudnn.allow_tf32); without it they run FMA math (CUDNN_FMA_MATH).
 struct ConvAlgoPolicy {
   bool benchmark = false;
   bool deterministic = false;
+  bool allow_tf32 = false;
 };
 
-// Both backends take cuDNN's resources: a workspace of the size cuda::conv2d_workspace returns, the
-// policy and the cudnnHandle_t; the CPU kernels ignore them (and default them for direct callers).
+// The CPU kernels. Their trailing parameters (cuDNN's resources) are ignored and defaulted.
 #define CNN_CONV_KERNELS(...)                                                                                          \
   void conv2d_forward(DType dt, const ConvGeometry& g, const void* x, const void* weight, void* y __VA_ARGS__);        \
   /* dx = conv_transpose(dy, w) (overwrites dx) */                                                                     \
@@ -46,13 +53,40 @@ CNN_CONV_KERNELS(, void* workspace = nullptr, size_t workspace_bytes = 0, ConvAl
 int64_t set_im2col_budget_bytes(int64_t bytes);
 }  // namespace cpu
 
+// cuDNN, in two steps so that the engine can walk down the ranking with workspaces from its own
+// allocator (engine/cudnn_conv.h): the ranking of a call, then one entry of it run.
 namespace cuda {
-CNN_CONV_KERNELS(, void* workspace, size_t workspace_bytes, ConvAlgoPolicy policy, void* cudnn_handle, Stream stream)
-// Chosen algorithms are cached per (geometry, dtype, direction, policy).
 enum class ConvDirection { forward, backward_data, backward_filter };
-size_t conv2d_workspace(ConvDirection direction, DType dt, const ConvGeometry& g, ConvAlgoPolicy policy, void* cudnn_handle);
-// The name of the algorithm the cache holds for this call, for bench_conv ("" if none yet).
-const char* conv2d_algorithm_name(ConvDirection direction, DType dt, const ConvGeometry& g, ConvAlgoPolicy policy);
+
+// The memory of one convolution in cuDNN's order: forward (x, w -> y), backward_data (dy, w -> dx),
+// backward_filter (x, dy -> dw), and a workspace.
+struct ConvBuffers {
+  const void* first = nullptr;
+  const void* second = nullptr;
+  void* out = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+};
+
+// What a measured search (benchmark mode) times the candidates on: the call's own tensors, and a
+// workspace the caller allocates when asked for `wanted` bytes (the most any algorithm asks for); it
+// returns the buffer and its size, which may be smaller (0: only algorithms that need none compete).
+struct FindResources {
+  ConvBuffers buffers;
+  std::function<std::pair<void*, size_t>(size_t wanted)> workspace;
+};
+
+// cuDNN's ranking for (direction, dtype, geometry, policy), cached with the call's descriptors (made
+// once per key, not per call): the heuristic ranking, or with policy.benchmark the measured one
+// (cudnnFind*AlgorithmEx on `find`, which must then be given). Unusable entries (a failed status;
+// non-deterministic ones under policy.deterministic) are left out; f32 entries run FMA math unless
+// policy.allow_tf32.
+AlgorithmRanking& conv2d_ranking(ConvDirection direction, DType dt, const ConvGeometry& g, ConvAlgoPolicy policy,
+                                 void* cudnn_handle, Stream stream, const FindResources* find);
+// Runs one entry of that ranking on `buffers` (workspace_bytes >= entry.workspace); not_supported
+// when cuDNN turns the entry down for these shapes; any other failure throws.
+AttemptOutcome conv2d_run(ConvDirection direction, DType dt, const ConvGeometry& g, ConvAlgoPolicy policy,
+                          const RankedAlgorithm& entry, const ConvBuffers& buffers, void* cudnn_handle, Stream stream);
 }  // namespace cuda
 #undef CNN_CONV_KERNELS
 

@@ -62,6 +62,7 @@ ComputeSettings compute_settings(const Config& config, const distributed::World&
           .threads = static_cast<int>(config.integer("train.threads")),
           .cudnn_benchmark = config.boolean("train.cudnn_benchmark"),
           .deterministic = config.boolean("train.deterministic"),
+          .tf32 = config.boolean("precision.tf32"),
           .seed = static_cast<uint64_t>(config.integer("train.seed"))};
 }
 

@@ -33,6 +33,7 @@ struct ComputeSettings {
   int threads = 0;  // CPU threads (0: all cores)
   bool cudnn_benchmark = true;
   bool deterministic = false;
+  bool tf32 = false;  // [precision] tf32: TF32 tensor cores for f32 convolutions and GEMMs
   uint64_t seed = 0;
 };
 

@@ -2,6 +2,7 @@
 // (im2col + GEMM, direct depthwise) or cuDNN, bias added as a broadcast over the channel axis.
 // Backward: dx by backward-data, dW by backward-filter, db by summing dy over N, OH, OW.
 #include "engine/backend.h"
+#include "engine/cudnn_conv.h"
 #include "engine/ops.h"
 #include "engine/ops/op_checks.h"
 #include "engine/tape.h"
@@ -55,53 +56,27 @@ void check_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dO
   }
 }
 
-using kernels::cuda::ConvDirection;
+using cudnn_conv::ConvDirection;
 
-// What cuDNN needs for one convolution on a CUDA device: its handle, the algorithm policy and a
-// workspace for the algorithm chosen for (direction, dtype, geometry). Empty on the CPU.
-struct CudnnResources {
-  void* handle = nullptr;
-  kernels::ConvAlgoPolicy policy;
-  Tensor workspace;
-  void* workspace_data = nullptr;
-  size_t workspace_bytes = 0;
-};
-
-CudnnResources cudnn_resources([[maybe_unused]] ConvDirection direction, [[maybe_unused]] const ConvGeometry& g,
-                               const Tensor& t) {
-  CudnnResources r;
-  if (t.device().is_cpu()) return r;
-  const int index = t.device().index;
-  cuda::set_device(index);
-  r.handle = cuda::cudnn_handle(index);
-  r.policy = {cuda::cudnn_benchmark(), cuda::cudnn_deterministic()};
-  CNN_IF_CUDA(r.workspace_bytes = kernels::cuda::conv2d_workspace(direction, t.dtype(), g, r.policy, r.handle));
-  r.workspace = Tensor::empty({static_cast<int64_t>(r.workspace_bytes)}, DType::u8, t.device());
-  r.workspace_data = r.workspace.data();
-  return r;
-}
-
+// Each direction: the CPU kernel, or cuDNN through engine/cudnn_conv.h (ranking, workspace, walk-down).
 Tensor conv_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w) {
   Tensor y = Tensor::empty({g.n, g.oh, g.ow, g.o}, x.dtype(), x.device());
-  const CudnnResources r = cudnn_resources(ConvDirection::forward, g, x);
-  CNN_KERNEL(x.device(), conv2d_forward, x.dtype(), g, x.data(), w.data(), y.data(), r.workspace_data, r.workspace_bytes,
-             r.policy, r.handle);
+  if (x.device().is_cpu()) kernels::cpu::conv2d_forward(x.dtype(), g, x.data(), w.data(), y.data());
+  else cudnn_conv::run(ConvDirection::forward, x.dtype(), g, x.device(), x.data(), w.data(), y.data());
   return y;
 }
 
 Tensor conv_backward_data(const ConvGeometry& g, const Tensor& dy, const Tensor& w) {
   Tensor dx = Tensor::empty({g.n, g.h, g.w, g.c}, dy.dtype(), dy.device());
-  const CudnnResources r = cudnn_resources(ConvDirection::backward_data, g, dy);
-  CNN_KERNEL(dy.device(), conv2d_backward_data, dy.dtype(), g, dy.data(), w.data(), dx.data(), r.workspace_data,
-             r.workspace_bytes, r.policy, r.handle);
+  if (dy.device().is_cpu()) kernels::cpu::conv2d_backward_data(dy.dtype(), g, dy.data(), w.data(), dx.data());
+  else cudnn_conv::run(ConvDirection::backward_data, dy.dtype(), g, dy.device(), dy.data(), w.data(), dx.data());
   return dx;
 }
 
 Tensor conv_backward_filter(const ConvGeometry& g, const Tensor& x, const Tensor& dy) {
   Tensor dw = Tensor::empty({g.o, g.kh, g.kw, g.group_in()}, dy.dtype(), dy.device());
-  const CudnnResources r = cudnn_resources(ConvDirection::backward_filter, g, dy);
-  CNN_KERNEL(dy.device(), conv2d_backward_filter, dy.dtype(), g, x.data(), dy.data(), dw.data(), r.workspace_data,
-             r.workspace_bytes, r.policy, r.handle);
+  if (dy.device().is_cpu()) kernels::cpu::conv2d_backward_filter(dy.dtype(), g, x.data(), dy.data(), dw.data());
+  else cudnn_conv::run(ConvDirection::backward_filter, dy.dtype(), g, dy.device(), x.data(), dy.data(), dw.data());
   return dw;
 }
 }  // namespace

@@ -16,6 +16,7 @@ namespace {
 struct CublasResources {
   void* handle = nullptr;
   cuda::Workspace workspace;
+  bool allow_tf32 = false;
 };
 
 CublasResources cublas_resources(const Device& device) {
@@ -24,6 +25,7 @@ CublasResources cublas_resources(const Device& device) {
   cuda::set_device(device.index);
   r.workspace = cuda::cublas_workspace(device.index);
   r.handle = cuda::cublas_handle(device.index);
+  r.allow_tf32 = cuda::allow_tf32();
   return r;
 }
 
@@ -41,7 +43,7 @@ void gemm_into(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Ten
   const double beta = accumulate ? 1.0 : 0.0;
   const CublasResources r = cublas_resources(a.device());
   CNN_KERNEL(a.device(), gemm, a.dtype(), shape, 1.0, a.data(), b.data(), beta, out.data(), r.handle, r.workspace.data,
-             r.workspace.bytes);
+             r.workspace.bytes, r.allow_tf32);
 }
 
 Tensor gemm_new(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b) {

@@ -38,7 +38,7 @@ void gemm_16bit(const GemmShape& s, double alpha, const void* a, const void* b, 
 }  // namespace
 
 void gemm(DType dt, const GemmShape& s, double alpha, const void* a, const void* b, double beta, void* c,
-          void* /*cublas_handle*/, void* /*workspace*/, size_t, Stream) {
+          void* /*cublas_handle*/, void* /*workspace*/, size_t, bool /*allow_tf32*/, Stream) {
   if (s.m == 0 || s.n == 0) return;
   const auto ta = s.trans_a ? CblasTrans : CblasNoTrans, tb = s.trans_b ? CblasTrans : CblasNoTrans;
   const int m = static_cast<int>(s.m), n = static_cast<int>(s.n), k = static_cast<int>(s.k);

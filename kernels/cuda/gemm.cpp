@@ -1,7 +1,9 @@
 // CUDA GEMM through cuBLAS (this file, not a kernel file, is where cuBLAS headers live).
 // Row-major C = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T, so A and B swap
 // places and no data is transposed. f16/bf16 use tensor-op math with float accumulation (and float
-// alpha/beta); f32 uses plain float math (no TF32, matching PyTorch's default); f64 uses double.
+// alpha/beta); f32 uses plain float math, or TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32) when the
+// caller allows it (`[precision] tf32`, like torch.backends.cuda.matmul.allow_tf32; off by default
+// as in PyTorch); f64 uses double.
 #include <limits>
 
 #include "kernels/common/dispatch.h"
@@ -23,7 +25,7 @@ cudaDataType_t cuda_type(DType dt) {
 }  // namespace
 
 void gemm(DType dt, const GemmShape& s, double alpha, const void* a, const void* b, double beta, void* c,
-          void* cublas_handle, void* workspace, size_t workspace_bytes, Stream stream) {
+          void* cublas_handle, void* workspace, size_t workspace_bytes, bool allow_tf32, Stream stream) {
   if (s.m == 0 || s.n == 0) return;
   auto handle = static_cast<cublasHandle_t>(cublas_handle);
   // Setting the stream resets the workspace to cuBLAS's own, so the workspace follows it every time.
@@ -45,8 +47,9 @@ void gemm(DType dt, const GemmShape& s, double alpha, const void* a, const void*
     return;
   }
   const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
+  const cublasComputeType_t compute = dt == DType::f32 && allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   check_cublas(cublasGemmEx(handle, op_b, op_a, n, m, k, &al, b, type, static_cast<int>(s.ldb), a, type,
-                            static_cast<int>(s.lda), &be, c, type, static_cast<int>(s.ldc), CUBLAS_COMPUTE_32F,
+                            static_cast<int>(s.lda), &be, c, type, static_cast<int>(s.ldc), compute,
                             CUBLAS_GEMM_DEFAULT),
                "cublasGemmEx");
 }

@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
+#include <utility>
 #include <functional>
 
 #include "engine/cnn.h"
@@ -55,6 +58,38 @@ TEST_CASE("gpu: deterministic cuDNN algorithms give bitwise-equal convolution gr
   }
   cuda::set_cudnn_benchmark(false);
   cuda::set_cudnn_deterministic(false);
+}
+
+// The TF32 policy ([precision] tf32) reaches both libraries, and each test tolerance follows it: FMA
+// math (the default) agrees with the CPU to 2e-3 as every f32 case of the op table does; TF32 keeps
+// 10 mantissa bits of each product (relative error up to 2^-11 per operand), so over K = 1152 terms
+// of random sign it is held to 2e-2, and it must be measurably less exact than FMA (else the policy
+// did not reach the library), unless NVIDIA_TF32_OVERRIDE=0 turns TF32 off beneath us.
+TEST_CASE("gpu: f32 convolutions and GEMMs follow the TF32 policy, each within its own tolerance") {
+  const Tensor x = u({8, 16, 16, 128}, 31), w = u({64, 3, 3, 128}, 32, -0.1, 0.1);
+  const Tensor a = u({256, 1152}, 33), b = u({1152, 128}, 34);
+  const Conv2dOptions same{1, 1, 1, 1, 1, 1, 1};
+  const Tensor conv_cpu = conv2d(x, w, Tensor(), same), gemm_cpu = matmul(a, b);
+  const auto errors = [&](bool tf32) {
+    cuda::set_allow_tf32(tf32);
+    const Tensor conv_gpu = conv2d(x.to(Device::cuda()), w.to(Device::cuda()), Tensor(), same);
+    const Tensor gemm_gpu = matmul(a.to(Device::cuda()), b.to(Device::cuda()));
+    cuda::set_allow_tf32(false);
+    return std::pair{max_rel_diff(conv_gpu, conv_cpu), max_rel_diff(gemm_gpu, gemm_cpu)};
+  };
+  const auto [conv_fma, gemm_fma] = errors(false);
+  const auto [conv_tf32, gemm_tf32] = errors(true);
+  MESSAGE("max relative difference from the CPU: conv FMA " << conv_fma << ", TF32 " << conv_tf32 << "; GEMM FMA "
+                                                             << gemm_fma << ", TF32 " << gemm_tf32);
+  CHECK(conv_fma <= 2e-3);
+  CHECK(gemm_fma <= 2e-3);
+  CHECK(conv_tf32 <= 2e-2);
+  CHECK(gemm_tf32 <= 2e-2);
+  const char* override_env = std::getenv("NVIDIA_TF32_OVERRIDE");
+  if (override_env == nullptr || std::string(override_env) != "0") {
+    CHECK(conv_tf32 > 4 * conv_fma);
+    CHECK(gemm_tf32 > 4 * gemm_fma);
+  }
 }
 
 TEST_CASE("gpu: random tensors draw the same values as on the CPU") {

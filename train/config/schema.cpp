@@ -151,6 +151,9 @@ std::vector<KeySpec> build_schema() {
       real("precision", "growth_factor", "2", above(1), "scale multiplier after growth_interval clean steps"),
       real("precision", "backoff_factor", "0.5", {0, 1, true, true}, "scale multiplier after a step with inf/nan gradients"),
       integer("precision", "growth_interval", "2000", between(1, 1e9), "clean steps between scale increases"),
+      boolean("precision", "tf32", "false",
+              "TF32 tensor cores for f32 convolutions and matrix products on GPUs that have them (about 1e-3 relative error per "
+              "product, several times faster); false: exact f32 (FMA) math. Ignored on the CPU"),
       // ---- checkpoint ----
       integer("checkpoint", "every_epochs", "1", between(0, 1e6), "save last.h5 every this many epochs (0: only at the end)"),
       integer("checkpoint", "every_steps", "0", between(0, 1e12), "also save last.h5 every this many steps (0: off)"),

@@ -1,0 +1,86 @@
+// The walk down a library's algorithm ranking (kernels/common/algorithm_ranking.h), which the cuDNN
+// convolutions run through: tested here with fake attempts, since the real ones need a GPU.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "error_message.h"
+#include "kernels/common/algorithm_ranking.h"
+
+using namespace cnn;
+using namespace cnn::kernels;
+using cnn::testing::error_message;
+
+namespace {
+AlgorithmRanking three_entries() {
+  return AlgorithmRanking({{1, 0, 0, "winograd"}, {2, 0, 1 << 30, "fft"}, {3, 0, 4096, "implicit_gemm"}});
+}
+}  // namespace
+
+TEST_CASE("algorithm ranking: the first entry that runs is used, and nothing else is tried") {
+  AlgorithmRanking ranking = three_entries();
+  std::vector<std::string> tried;
+  const RankedAlgorithm& used = ranking.run("conv2d forward", [&](const RankedAlgorithm& e) {
+    tried.push_back(e.name);
+    return AttemptOutcome::ran;
+  });
+  CHECK(used.name == "winograd");
+  CHECK(tried == std::vector<std::string>{"winograd"});
+  CHECK(ranking.demoted() == 0);
+}
+
+TEST_CASE("algorithm ranking: an entry turned down or without workspace is demoted for later calls") {
+  AlgorithmRanking ranking = three_entries();
+  std::vector<std::string> tried;
+  const auto attempt = [&](const RankedAlgorithm& e) {
+    tried.push_back(e.name);
+    if (e.name == "winograd") return AttemptOutcome::not_supported;
+    if (e.workspace > (1 << 20)) return AttemptOutcome::workspace_unavailable;
+    return AttemptOutcome::ran;
+  };
+  CHECK(ranking.run("conv2d forward", attempt).name == "implicit_gemm");
+  CHECK(tried == std::vector<std::string>{"winograd", "fft", "implicit_gemm"});
+  CHECK(ranking.demoted() == 2);
+  CHECK(ranking.current().name == "implicit_gemm");
+  // The next call starts at the entry that ran: no failed attempt is repeated.
+  tried.clear();
+  CHECK(ranking.run("conv2d forward", attempt).name == "implicit_gemm");
+  CHECK(tried == std::vector<std::string>{"implicit_gemm"});
+}
+
+TEST_CASE("algorithm ranking: when no entry runs, the error names the call and every entry's reason") {
+  AlgorithmRanking ranking = three_entries();
+  const std::string message = error_message([&] {
+    ranking.run("conv2d backward-filter (f16, input [256,56,56,64])", [](const RankedAlgorithm& e) {
+      return e.workspace > 0 ? AttemptOutcome::workspace_unavailable : AttemptOutcome::not_supported;
+    });
+  });
+  CHECK(message.find("conv2d backward-filter (f16, input [256,56,56,64])") != std::string::npos);
+  CHECK(message.find("winograd: not supported") != std::string::npos);
+  CHECK(message.find("fft: its workspace of 1073741824 bytes could not be allocated") != std::string::npos);
+  CHECK(message.find("implicit_gemm: its workspace of 4096 bytes") != std::string::npos);
+  CHECK(message.find("lower the batch size") != std::string::npos);
+  // Everything is demoted now: a later call fails at once, saying so.
+  CHECK(error_message([&] { ranking.run("conv2d", [](const RankedAlgorithm&) { return AttemptOutcome::ran; }); })
+            .find("3 failed earlier") != std::string::npos);
+  CHECK(error_message([&] { (void)ranking.current(); }).find("every algorithm") != std::string::npos);
+  AlgorithmRanking empty({});
+  CHECK(error_message([&] { empty.run("conv2d", [](const RankedAlgorithm&) { return AttemptOutcome::ran; }); })
+            .find("the ranking is empty") != std::string::npos);
+}
+
+TEST_CASE("algorithm ranking: threads demoting at once keep the furthest demotion") {
+  AlgorithmRanking ranking({{0, 0, 0, "a"}, {1, 0, 0, "b"}, {2, 0, 0, "c"}, {3, 0, 0, "d"}});
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int repeat = 0; repeat < 100; ++repeat)
+        CHECK(ranking.run("conv2d", [](const RankedAlgorithm& e) {
+                       return e.name == "d" ? AttemptOutcome::ran : AttemptOutcome::not_supported;
+                     }).name == "d");
+    });
+  for (std::thread& t : threads) t.join();
+  CHECK(ranking.demoted() == 3);
+}

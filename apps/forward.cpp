@@ -66,9 +66,8 @@ std::unique_ptr<Module> trained_model(const Options& o, const Tensor& images_nch
                                   .index = step % o.steps_per_epoch + 1};
     const double loss = train::forward_backward(learner, batch, settings).to(Device::cpu()).item();
     const double lr = learner.schedule.lr(step);
-    const train::StepOutcome outcome =
-        train::optimizer_step(learner, step, settings.optim.clip_grad_norm, {}, single_process);
-    CNN_CHECK(outcome.applied, "step ", step, " was skipped: its gradients hold inf or nan");
+    train::optimizer_step(learner, step, settings.optim.clip_grad_norm, {}, single_process);
+    CNN_CHECK(learner.scaler.read().last_applied, "step ", step, " was skipped: its gradients hold inf or nan");
     std::fprintf(stderr, "cnn_forward: step %lld  loss %.6f  lr %.6g\n", static_cast<long long>(step), loss, lr);
   }
   save_weights(*learner.model, o.weights_out, {{"format", "pt"}});

@@ -8,6 +8,14 @@
 // A slot may name a low-precision copy of its weight (f16 or bf16, one dtype per group), which the
 // same pass writes from the updated f32 weight.
 //
+// The step can be governed from the device, so that the host never waits for it: `control` points
+// at the step's control block (kStepControl* below, written by the loss-scale pass's
+// step_control kernel): the update runs only when it says so, with its gradient multiplier (the
+// clipping coefficient) folded into grad_scale; and each slot's `step_count` (an f32 counter on the
+// device, as PyTorch's capturable optimizers keep it) counts the steps that applied, from which
+// AdamW derives its bias corrections. Without them (null), the step always applies with the
+// bias corrections the slot carries.
+//
 // The per-element update functions below are shared by the CPU reference and the CUDA kernels.
 #pragma once
 #include <cmath>
@@ -28,12 +36,26 @@ struct MultiTensorSlot {
   void* param_copy = nullptr;    // low-precision weight written after the update (null: none)
   int64_t numel = 0;
   int64_t start = 0;             // position of this tensor in the group's concatenation (load balance)
+  float* step_count = nullptr;   // steps this tensor has taken (null: bias corrections as given below)
   float bias_correction1 = 1.f;  // AdamW: 1 - beta1^step of this tensor's step count
   float bias_correction2 = 1.f;  // AdamW: 1 - beta2^step
 };
 
+// The step's control block: kStepControlFields f32 values on the training device.
+enum StepControlField : int {
+  kStepControlScale = 0,          // the loss scale the next backward runs at (1 outside fp16)
+  kStepControlGrowthTracker = 1,  // clean steps in a row since the scale last changed
+  kStepControlSkipped = 2,        // steps skipped so far (inf/nan gradients)
+  kStepControlSkippedInARow = 3,  // of them, in a row up to the last step
+  kStepControlApply = 4,          // 1: the last step's update applies; 0: it is skipped
+  kStepControlGradScale = 5,      // the last step's gradient multiplier (clipping coefficient)
+  kStepControlNorm = 6,           // the last step's global gradient norm (unscaled)
+  kStepControlFields = 8
+};
+
 struct SgdArgs {
   float lr = 0, momentum = 0, weight_decay = 0, grad_scale = 1;
+  const float* control = nullptr;  // the step's control block (null: the step applies)
   bool nesterov = false;
   DType grad_dtype = DType::f32;
   DType copy_dtype = DType::f16;  // of the param_copy buffers
@@ -41,9 +63,43 @@ struct SgdArgs {
 
 struct AdamWArgs {
   float lr = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0, grad_scale = 1;
+  double bias_beta1 = 0.9, bias_beta2 = 0.999;  // the betas in double, for bias corrections from step_count
+  const float* control = nullptr;
   DType grad_dtype = DType::f32;
   DType copy_dtype = DType::f16;
 };
+
+// ---- the step's gate and per-slot preparation (once per launch and per slot, not per element) ----
+
+// Whether the update applies, with the control block's multiplier folded into grad_scale.
+CNN_HD bool control_allows(const float* control, float& grad_scale) {
+  if (control == nullptr) return true;
+  if (control[kStepControlApply] == 0.f) return false;
+  grad_scale *= control[kStepControlGradScale];
+  return true;
+}
+CNN_HD bool apply_step_control(SgdArgs& a) { return control_allows(a.control, a.grad_scale); }
+CNN_HD bool apply_step_control(AdamWArgs& a) { return control_allows(a.control, a.grad_scale); }
+template <class Args>
+CNN_HD bool apply_step_control(Args&) {  // kernels without a control block (weight averaging)
+  return true;
+}
+
+// AdamW's bias corrections of this step from the slot's step count, in double as PyTorch computes
+// them (1 - beta^t for the t-th step). SGD and weight averaging need nothing per slot.
+CNN_HD void prepare_slot(const AdamWArgs& a, MultiTensorSlot& s) {
+  if (s.step_count == nullptr) return;
+  const double t = static_cast<double>(*s.step_count) + 1.0;
+  s.bias_correction1 = static_cast<float>(1.0 - ::pow(a.bias_beta1, t));
+  s.bias_correction2 = static_cast<float>(1.0 - ::pow(a.bias_beta2, t));
+}
+template <class Args>
+CNN_HD void prepare_slot(const Args&, MultiTensorSlot&) {}
+
+// After a step that applied: the slot has taken one more.
+CNN_HD void count_step(const MultiTensorSlot& s) {
+  if (s.step_count != nullptr) *s.step_count += 1.f;
+}
 
 // ---- element functions ----
 
@@ -103,7 +159,9 @@ CNN_HD void adamw_update(const AdamWArgs& a, const MultiTensorSlot& s, int64_t i
 }
 
 // ---- kernels over a group of `count` slots holding `total` elements together ----
-// The CPU versions read `slots` from host memory; the CUDA versions from device memory.
+// Both backends read the table from host memory: the CUDA versions pass it to the kernel by value
+// (kernel parameters, in launches of up to kSlotsPerLaunch slots), so no upload and no host
+// synchronisation precede the step. The step counts are advanced after the update, when it applied.
 // One overload per optimizer, chosen by the type of `args`.
 #define CNN_OPTIMIZER_KERNELS(...)                                                                              \
   void optimizer_step(const MultiTensorSlot* slots, int count, int64_t total, const SgdArgs& args __VA_ARGS__); \

@@ -9,7 +9,7 @@
 //   slot.param  = the model's f32 tensor (read)
 //   slot.state1 = its f32 average (updated in place)
 //
-// The CPU versions read `slots` from host memory; the CUDA versions from device memory.
+// Both backends read `slots` from host memory (the CUDA version passes them as kernel parameters).
 #pragma once
 #include <cstdint>
 

@@ -13,18 +13,21 @@ namespace cnn::train {
 DivergenceGuard::DivergenceGuard(RunLog& log, std::filesystem::path last_checkpoint, bool loss_scaling)
     : log_(log), last_checkpoint_(std::move(last_checkpoint)), loss_scaling_(loss_scaling) {}
 
-void DivergenceGuard::record(const StepOutcome& outcome) {
-  if (outcome.applied) {
-    skipped_in_a_row_ = 0;
-    return;
+void DivergenceGuard::record(int64_t step, const ScalerReadout& readout) {
+  const int64_t first = last_recorded_step_ + 1;  // the steps this record covers: first..step
+  last_recorded_step_ = step;
+  const int64_t skipped = readout.skipped_steps - reported_skipped_;
+  reported_skipped_ = readout.skipped_steps;
+  if (skipped > 0) {
+    const std::string scale = loss_scaling_ ? ", loss scale now " + std::to_string(readout.scale) : "";
+    if (first == step)
+      log_.warn("step " + std::to_string(step) + ": inf/nan gradients; step skipped" + scale);
+    else
+      log_.warn("steps " + std::to_string(first) + "-" + std::to_string(step) + ": " + std::to_string(skipped) +
+                (skipped == 1 ? " had" : " of them had") + " inf/nan gradients and " + (skipped == 1 ? "was" : "were") +
+                " skipped" + scale);
   }
-  ++skipped_;
-  if (loss_scaling_)
-    log_.warn("step " + std::to_string(outcome.step) + ": inf/nan gradients at loss scale " + std::to_string(outcome.loss_scale) +
-              "; step skipped, scale lowered to " + std::to_string(outcome.next_loss_scale));
-  else
-    log_.warn("step " + std::to_string(outcome.step) + ": inf/nan gradients; step skipped");
-  CNN_CHECK(++skipped_in_a_row_ < kMaxSkippedInARow, kMaxSkippedInARow,
+  CNN_CHECK(readout.skipped_in_a_row < kMaxSkippedInARow, readout.skipped_in_a_row,
             " optimizer steps in a row had inf/nan gradients; training stopped. ", "The last good checkpoint is ",
             last_checkpoint_.string(), "; lower the learning rate");
 }

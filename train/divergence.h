@@ -14,18 +14,12 @@
 #include <filesystem>
 
 #include "layers/module.h"
+#include "train/loss_scaler.h"
 
 namespace cnn::train {
 
 class RunLog;
 
-// What an optimizer step did (train_step.h).
-struct StepOutcome {
-  int64_t step = 0;           // the step's number (0-based)
-  bool applied = true;        // false: inf/nan gradients, skipped
-  double loss_scale = 1;      // the scale the step's backward ran at
-  double next_loss_scale = 1;  // the scale after the step (lowered after a skipped fp16 step)
-};
 
 class DivergenceGuard {
  public:
@@ -34,21 +28,26 @@ class DivergenceGuard {
   // `loss_scaling`: fp16 (the warnings name the loss scale).
   DivergenceGuard(RunLog& log, std::filesystem::path last_checkpoint, bool loss_scaling);
 
-  // After every optimizer step: counts and warns about a skipped step; a cnn::Error after
-  // kMaxSkippedInARow skipped steps in a row.
-  void record(const StepOutcome& outcome);
+  // What the loss scaler's control block says after step `step` (0-based): warns about the steps
+  // skipped since the last record, and is a cnn::Error once kMaxSkippedInARow were skipped in a
+  // row. The trainer records after every step on the CPU, where reading costs nothing, and at
+  // logged steps, step checkpoints and epoch ends on a GPU, where it is a synchronisation.
+  void record(int64_t step, const ScalerReadout& readout);
+  // Where a resumed run starts: the skipped steps its checkpoint counted are not news.
+  void resume_from(const ScalerReadout& readout) { reported_skipped_ = readout.skipped_steps; }
   // A cnn::Error when the mean training loss is not finite.
   void check_loss(double mean_loss, int64_t step, int64_t epoch) const;
   // A cnn::Error when the model's parameters hold inf/nan (before every save).
   void check_weights(const Module& model, int64_t step) const;
 
-  int64_t skipped_steps() const { return skipped_; }
+  int64_t skipped_steps() const { return reported_skipped_; }
 
  private:
   RunLog& log_;
   std::filesystem::path last_checkpoint_;
   bool loss_scaling_;
-  int64_t skipped_ = 0, skipped_in_a_row_ = 0;
+  int64_t reported_skipped_ = 0;  // the control block's count at the last record
+  int64_t last_recorded_step_ = -1;
 };
 
 }  // namespace cnn::train

@@ -46,7 +46,7 @@ Learner build_learner(const TrainSettings& settings, int64_t steps_per_epoch, Ru
   std::unique_ptr<Optimizer> optimizer = build_optimizer(settings.optim, *model);
   ScheduleOptions schedule = settings.optim.schedule;
   schedule.steps_per_epoch = steps_per_epoch;
-  Learner learner{std::move(model), std::move(optimizer), LrSchedule(schedule), LossScaler(settings.precision.loss_scaler), nullptr,
+  Learner learner{std::move(model), std::move(optimizer), LrSchedule(schedule), LossScaler(settings.precision.loss_scaler, settings.compute.device), nullptr,
                   nullptr};
   if (settings.ema.on()) learner.ema = std::make_unique<Ema>(*learner.model, settings.ema);
   if (settings.swa.on()) learner.swa = std::make_unique<Swa>(settings.swa);

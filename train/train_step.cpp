@@ -35,25 +35,29 @@ Tensor forward_backward(Learner& learner, const MicroBatch& batch, const TrainSe
     loss = loss_settings.mixing ? cross_entropy_soft(logits, targets)     // loss
                                 : cross_entropy(logits, batch.labels, loss_settings.label_smoothing);
   }
-  const double loss_gradient = learner.scaler.scale() / static_cast<double>(settings.loop.accumulate);
-  tape.backward(loss, Tensor::full({}, loss_gradient, DType::f32, settings.compute.device));  // backward
+  // The seed: the loss scale (on the device, never read here) over the micro-batches of the step.
+  Tensor loss_gradient;
+  {
+    NoGrad no_grad;
+    loss_gradient = settings.loop.accumulate == 1
+               ? learner.scaler.scale_tensor().clone()
+               : div(learner.scaler.scale_tensor(),
+                     Tensor::full({}, static_cast<double>(settings.loop.accumulate), DType::f32, settings.compute.device));
+  }
+  tape.backward(loss, loss_gradient);  // backward
   return loss.detach();
 }
 
-StepOutcome optimizer_step(Learner& learner, int64_t step, double clip_grad_norm, const GradientHook& on_gradients,
-                           DataParallel& data_parallel) {
+void optimizer_step(Learner& learner, int64_t step, double clip_grad_norm, const GradientHook& on_gradients,
+                    DataParallel& data_parallel) {
   data_parallel.finish_gradients();  // data-parallel: wait for the buckets, the averages into .grad
   const std::vector<Tensor> gradients = learner.optimizer->gradients();
   if (on_gradients) on_gradients(step, gradients);  // the gradients are final here
-  const double loss_scale = learner.scaler.scale();
-  const GradientStats stats = data_parallel.agree(learner.scaler.unscale(gradients));  // unscale, norm, inf/nan count
-  const bool finite = learner.scaler.update(stats);               // inf/nan: skip (fp16: lower the scale)
-  if (finite) {
-    const double clip = clip_coefficient(stats.norm, clip_grad_norm);  // clip (1 when off) ...
-    learner.optimizer->step(learner.schedule.lr(step), clip);          // ... inside the update
-  }
+  // All on the device, nothing read back:
+  const Tensor measured = data_parallel.agree(learner.scaler.unscale(gradients));  // unscale, norm, inf/nan count
+  learner.scaler.update(measured, clip_grad_norm);  // the verdict: skip on inf/nan (fp16: lower the scale), clip
+  learner.optimizer->step(learner.schedule.lr(step), 1.0, learner.scaler.control());  // gated by the verdict
   learner.optimizer->zero_grad();
-  return {.step = step, .applied = finite, .loss_scale = loss_scale, .next_loss_scale = learner.scaler.scale()};
 }
 
 // =============================================================================================

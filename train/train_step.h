@@ -38,10 +38,12 @@ using GradientHook = std::function<void(int64_t step, const std::vector<Tensor>&
 Tensor forward_backward(Learner& learner, const MicroBatch& batch, const TrainSettings& settings);
 
 // Optimizer step `step` over the gradients the micro-batches left: the averaged gradients of a
-// data-parallel run, the hook, the fused unscale and measure pass (its inf/nan verdict shared by
-// every rank), then the update (clipped to optim.clip_grad_norm, by the norm of the averaged
-// gradients) unless the gradients hold inf/nan; the gradients are zeroed either way.
-StepOutcome optimizer_step(Learner& learner, int64_t step, double clip_grad_norm, const GradientHook& on_gradients,
-                           DataParallel& data_parallel);
+// data-parallel run, the hook, the fused unscale and measure pass (its measurements shared by every
+// rank), then the update (clipped to optim.clip_grad_norm, by the norm of the averaged gradients)
+// unless the gradients hold inf/nan; the gradients are zeroed either way. The verdict is made and
+// obeyed on the device (train/loss_scaler.h): nothing here waits for it. learner.scaler.read()
+// tells what happened.
+void optimizer_step(Learner& learner, int64_t step, double clip_grad_norm, const GradientHook& on_gradients,
+                    DataParallel& data_parallel);
 
 }  // namespace cnn::train

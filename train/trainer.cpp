@@ -106,6 +106,8 @@ class Trainer {
         first_epoch_(progress.epochs_done), guard_(log, folder.last_checkpoint(), settings.precision.fp16()),
         pictures_(settings, folder.dir, metrics.events(), data.class_names, settings.log.images && data_parallel.world().is_main()) {
     summary_.run_dir = folder.dir;
+    last_readout_ = learner.scaler.read();
+    guard_.resume_from(last_readout_);
     if (progress.step > 0 && progress.world_size != world_size_) {
       // Steps of another number of ranks: counted anew in steps of this run's global batch, so that
       // the schedule stands where the same number of samples puts it.
@@ -128,6 +130,10 @@ class Trainer {
   // The resolved config of the run (--set overrides included): what a resume should be given.
   std::string config_path() const { return (folder_.dir / "config.ini").string(); }
   void after_step(EpochProgress& epoch);
+  // Reads the step's verdicts back from the device (train/loss_scaler.h) into last_readout_ and
+  // the divergence guard: after every step on the CPU (free), at logged steps, step checkpoints and
+  // epoch ends on a GPU (a synchronisation, so not in every step).
+  void read_verdicts();
   void end_epoch(const EpochProgress& epoch);
   bool validate_epoch(int64_t epoch, EpochLine& line, std::map<std::string, double>& numbers);
   Validation validate_weights(int64_t epoch, Weights weights);
@@ -160,6 +166,7 @@ class Trainer {
   const int64_t world_size_;
   const int64_t first_epoch_;
   DivergenceGuard guard_;
+  ScalerReadout last_readout_;  // the loss scaler's control block as last read
   RunPictures pictures_;
   TrainSummary summary_;
   const Clock::time_point run_start_ = Clock::now();
@@ -305,7 +312,7 @@ StepFigures Trainer::step_figures(const EpochProgress& epoch) const {
   f.elapsed_seconds = seconds_since(epoch.start);
   f.images_per_second = static_cast<double>(epoch.images * world_size_) / std::max(f.elapsed_seconds, 1e-9);
   f.data_wait = data_.train_loader->stats().wait_fraction();
-  if (settings_.precision.fp16()) f.loss_scale = learner_.scaler.scale();
+  if (settings_.precision.fp16()) f.loss_scale = last_readout_.scale;  // as of the last read
   const Device& device = settings_.compute.device;
   if (device.is_cuda()) {
     const AllocatorStats memory = cuda_allocator(device.index).stats();
@@ -394,8 +401,9 @@ EpochProgress Trainer::train_epoch(int64_t epoch) {
         pictures_.histograms(*learner_.model, learner_.scaler.scale(), step);
         if (options_.on_gradients) options_.on_gradients(step, gradients);
       };
-    guard_.record(optimizer_step(learner_, progress_.step, optim.clip_grad_norm, on_gradients, data_parallel_));
+    optimizer_step(learner_, progress_.step, optim.clip_grad_norm, on_gradients, data_parallel_);
     ++progress_.step;
+    if (device.is_cpu()) read_verdicts();
     if (learner_.ema) learner_.ema->after_step(*learner_.model, progress_.step);
     after_step(this_epoch);
     if (settings_.loop.max_steps > 0 && progress_.step >= settings_.loop.max_steps) {
@@ -410,6 +418,12 @@ EpochProgress Trainer::train_epoch(int64_t epoch) {
   return this_epoch;
 }
 
+void Trainer::read_verdicts() {
+  if (progress_.step == 0) return;
+  last_readout_ = learner_.scaler.read();
+  guard_.record(progress_.step - 1, last_readout_);
+}
+
 // After an optimizer step: the progress display, the logged step's metrics, the step checkpoint.
 void Trainer::after_step(EpochProgress& epoch) {
   const int64_t step = progress_.step;
@@ -417,6 +431,7 @@ void Trainer::after_step(EpochProgress& epoch) {
   const double this_step = seconds_since(epoch.last_step);
   epoch.last_step = Clock::now();
   epoch.step_seconds = std::isnan(epoch.step_seconds) ? this_step : 0.9 * epoch.step_seconds + 0.1 * this_step;
+  if (log_now && !settings_.compute.device.is_cpu()) read_verdicts();  // the CPU read them already
   if (log_now || console_.draws_bar()) {
     // Reading the loss waits for the device: the progress bar redraws every step but reads a fresh
     // loss at most once a second (and at logged steps), so the GPU is not synchronised each step.
@@ -435,7 +450,7 @@ void Trainer::after_step(EpochProgress& epoch) {
                                                {"lr", figures.lr},
                                                {"images_per_second", figures.images_per_second},
                                                {"data_wait", figures.data_wait}};
-      if (settings_.precision.fp16()) numbers["loss_scale"] = learner_.scaler.scale();
+      if (settings_.precision.fp16()) numbers["loss_scale"] = last_readout_.scale;
       const Device& device = settings_.compute.device;
       if (device.is_cuda()) {
         const AllocatorStats memory = cuda_allocator(device.index).stats();
@@ -447,6 +462,7 @@ void Trainer::after_step(EpochProgress& epoch) {
   }
   const int64_t every_steps = settings_.checkpoint.every_steps;
   if (every_steps > 0 && step % every_steps == 0) {
+    read_verdicts();
     guard_.check_loss(epoch.mean_loss(), step, epoch.epoch);
     save(folder_.last_checkpoint(), epoch.epoch, samples_used(epoch));
   }
@@ -474,6 +490,7 @@ void Trainer::end_epoch(const EpochProgress& epoch) {
   // On every rank alike (the counts are global), before anything is validated or saved.
   check_corrupt_images(epoch.epoch + 1, {"training", corrupt, delivered, data_.train_loader->corrupt_files(), settings_.data.train_spec},
                        settings_.data.max_corrupt_fraction);
+  read_verdicts();
   guard_.check_loss(train_loss, progress_.step, epoch.epoch);  // before this epoch's checkpoint could replace the last good one
 
   const int64_t number = epoch.epoch + 1, epochs = settings_.loop.epochs;

@@ -55,9 +55,7 @@ void WeightAverage::update(const Module& model, double weight) {
     s.state1 = static_cast<float*>(tensors_[i].second.data());
   }
   if (table.slots.empty()) return;
-  Tensor device_copy;
-  const kernels::MultiTensorSlot* slots = table.kernel_slots(device_copy);
-  CNN_KERNEL(device_, weight_average, slots, static_cast<int>(table.slots.size()), table.total,
+  CNN_KERNEL(device_, weight_average, table.slots.data(), static_cast<int>(table.slots.size()), table.total,
              kernels::WeightAverageArgs{static_cast<float>(weight)});
 }
 

@@ -1,5 +1,5 @@
 // CPU reference of the loss-scale pass: one loop per gradient tensor that unscales, sums squares
-// (in double) and counts non-finite elements.
+// (in double) and counts non-finite elements; the step's verdict from them.
 #include "kernels/loss_scale.h"
 
 #include <cmath>
@@ -7,7 +7,8 @@
 namespace cnn::kernels::cpu {
 
 void unscale_and_check(const MultiTensorSlot* slots, int count, int64_t /*total*/, DType grad_dtype, float inv_scale,
-                       float* /*partials*/, float* result, Stream) {
+                       const float* control, float* /*partials*/, float* result, Stream) {
+  if (control != nullptr) inv_scale = 1.f / control[kStepControlScale];
   double sum_squares = 0;
   int64_t non_finite = 0;
   for (int t = 0; t < count; ++t) {
@@ -23,6 +24,10 @@ void unscale_and_check(const MultiTensorSlot* slots, int count, int64_t /*total*
   }
   result[0] = static_cast<float>(sum_squares);
   result[1] = static_cast<float>(non_finite);
+}
+
+void step_control(const float* result, const StepControlArgs& args, float* control, Stream) {
+  update_step_control(args, result, control);
 }
 
 }  // namespace cnn::kernels::cpu

@@ -1,10 +1,10 @@
 // Weight averaging on CUDA (EMA and SWA, kernels/weight_average.h): every average of a model
 // moved towards its tensor, avg += weight * (x - avg), in one launch over the whole table.
-// How: the table (model tensor and average per slot) is in device memory and the shared
-// multi-tensor loop (kernels/cuda/multi_tensor.cuh) hands element e of the concatenation of all
-// tensors to thread e % threads, which applies the element update shared with the CPU reference.
+// How: the shared multi-tensor launch (kernels/cuda/multi_tensor.cuh): the table (model tensor and
+// average per slot) travels as kernel parameters, each block takes one chunk of one tensor at a
+// time and applies the element update shared with the CPU reference.
 // Memory traffic per element: reads the model's f32 value and the average, writes the average:
-// 12 bytes (8 when weight is 1: a copy). The slot table (64 bytes per tensor) stays in cache.
+// 12 bytes (8 when weight is 1: a copy).
 #include "kernels/cuda/multi_tensor.cuh"
 #include "kernels/weight_average.h"
 
@@ -19,8 +19,9 @@ struct Average {
 };
 }  // namespace
 
-void weight_average(const MultiTensorSlot* slots, int count, int64_t total, const WeightAverageArgs& args, Stream stream) {
-  launch_multi_tensor<Average>(slots, count, total, args, stream);
+void weight_average(const MultiTensorSlot* slots, int count, int64_t /*total*/, const WeightAverageArgs& args,
+                    Stream stream) {
+  launch_multi_tensor<Average>(slots, count, args, stream);
 }
 
 }  // namespace cnn::kernels::cuda

@@ -6,6 +6,7 @@
 // element function, so results must agree bit for bit.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -110,5 +111,75 @@ TEST_CASE("multi-tensor AdamW: every gradient dtype matches the CPU bit for bit"
       }
       expect_same(emulated, on_cpu);
     }
+  }
+}
+
+// The step governed from the device (kernels/optimizer.h): a control block that says "skip" leaves
+// every weight, state and step count as it was; one that says "apply" multiplies the gradients by
+// its coefficient; each tensor's step count advances after an applied step, and AdamW's bias
+// corrections come from it as the host computed them. Both backends, bit for bit.
+TEST_CASE("multi-tensor optimizers: the device's control block gates the step and scales its gradients") {
+  for (bool adamw : {false, true}) {
+    INFO((adamw ? "AdamW" : "SGD"));
+    Group on_cpu(DType::f32, DType::f16, true, true), emulated(DType::f32, DType::f16, true, true),
+        host_governed(DType::f32, DType::f16, true, true);
+    std::vector<float> cpu_steps(kSizes.size(), 4.f), emu_steps(kSizes.size(), 4.f);
+    for (size_t t = 0; t < kSizes.size(); ++t) {
+      on_cpu.slots[t].step_count = &cpu_steps[t];
+      emulated.slots[t].step_count = &emu_steps[t];
+      // What the host gave before: the bias corrections of the 5th step.
+      host_governed.slots[t].bias_correction1 = static_cast<float>(1.0 - std::pow(0.9, 5.0));
+      host_governed.slots[t].bias_correction2 = static_cast<float>(1.0 - std::pow(0.999, 5.0));
+    }
+    float control[kStepControlFields] = {1.f, 0, 0, 0, 0.f /* skip */, 0.25f, 0, 0};
+    const auto run = [&](Group& g, bool on_emulation, const float* block) {
+      const int n = static_cast<int>(g.slots.size());
+      if (adamw) {
+        AdamWArgs a;
+        a.lr = 1e-3f;
+        a.grad_scale = 0.5f;
+        a.control = block;
+        if (on_emulation) cuda::optimizer_step(g.slots.data(), n, g.total, a, nullptr);
+        else cpu::optimizer_step(g.slots.data(), n, g.total, a);
+      } else {
+        SgdArgs a;
+        a.lr = 0.05f;
+        a.momentum = 0.9f;
+        a.grad_scale = 0.5f;
+        a.control = block;
+        if (on_emulation) cuda::optimizer_step(g.slots.data(), n, g.total, a, nullptr);
+        else cpu::optimizer_step(g.slots.data(), n, g.total, a);
+      }
+    };
+    const Group untouched(DType::f32, DType::f16, true, true);
+    run(on_cpu, false, control);
+    run(emulated, true, control);
+    expect_same(on_cpu, untouched);  // skipped: nothing moved
+    expect_same(emulated, untouched);
+    CHECK(cpu_steps == std::vector<float>(kSizes.size(), 4.f));
+    CHECK(emu_steps == std::vector<float>(kSizes.size(), 4.f));
+
+    control[kStepControlApply] = 1.f;  // apply, gradients times 0.25 on top of grad_scale 0.5
+    run(on_cpu, false, control);
+    run(emulated, true, control);
+    expect_same(emulated, on_cpu);
+    CHECK(cpu_steps == std::vector<float>(kSizes.size(), 5.f));
+    CHECK(emu_steps == std::vector<float>(kSizes.size(), 5.f));
+    // The same update governed by the host: grad_scale 0.5 * 0.25, bias corrections given.
+    const int n = static_cast<int>(host_governed.slots.size());
+    if (adamw) {
+      AdamWArgs a;
+      a.lr = 1e-3f;
+      a.grad_scale = 0.125f;
+      cpu::optimizer_step(host_governed.slots.data(), n, host_governed.total, a);
+    } else {
+      SgdArgs a;
+      a.lr = 0.05f;
+      a.momentum = 0.9f;
+      a.grad_scale = 0.125f;
+      cpu::optimizer_step(host_governed.slots.data(), n, host_governed.total, a);
+    }
+    expect_same(on_cpu, host_governed);
+    CHECK(on_cpu.params[0] != untouched.params[0]);
   }
 }

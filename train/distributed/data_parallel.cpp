@@ -42,12 +42,12 @@ void DataParallel::prepare(Module& model, const TrainSettings& settings, RunLog&
            std::to_string(static_cast<int64_t>(settings.distributed.bucket_bytes / (1 << 20))) + " MiB");
 }
 
-GradientStats DataParallel::agree(const GradientStats& stats) {
-  if (!active()) return stats;
-  GradientStats shared = stats;
-  shared.non_finite = static_cast<int64_t>(
-      distributed::all_reduce_value(*comm_, static_cast<double>(stats.non_finite), distributed::ReduceOp::max));
-  return shared;
+Tensor DataParallel::agree(const Tensor& measured) {
+  if (!active()) return measured;
+  // The gradients were averaged, so the sums of squares agree already; the maximum of the inf/nan
+  // counts makes every rank skip together. In place, on the communicator's device: no host read.
+  comm_->all_reduce(measured, distributed::ReduceOp::max);
+  return measured;
 }
 
 void broadcast_model(distributed::Communicator& comm, Module& model) {

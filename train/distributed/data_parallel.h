@@ -40,8 +40,9 @@ class DataParallel {
   void finish_gradients() {
     if (reducer_) reducer_->finish();
   }
-  // Every rank's verdict on a step's gradients made one: the largest inf/nan count wins.
-  GradientStats agree(const GradientStats& stats);
+  // Every rank's measurements of a step's gradients ({sum of squares, inf/nan count} on the device)
+  // made one, in place: the largest inf/nan count wins, so every rank skips the same steps.
+  Tensor agree(const Tensor& measured);
 
  private:
   distributed::CommunicatorPtr comm_;

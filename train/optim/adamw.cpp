@@ -1,5 +1,5 @@
-// AdamW: per-tensor bias corrections into the slots, the group's hyper-parameters into AdamWArgs,
-// one multi-tensor launch.
+// AdamW: the group's hyper-parameters into AdamWArgs (bias corrections from each tensor's step
+// count, on the device), one multi-tensor launch.
 #include "train/optim/adamw.h"
 
 #include <cmath>
@@ -14,15 +14,13 @@ AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options) : Optimizer(s
   CNN_CHECK(options.eps > 0, "AdamW: eps ", options.eps, " must be positive");
 }
 
-void AdamW::update(SlotTable& table, const std::vector<int64_t>& steps, const GroupUpdate& u) {
-  for (size_t i = 0; i < table.slots.size(); ++i) {
-    const double t = static_cast<double>(steps[i]);
-    table.slots[i].bias_correction1 = static_cast<float>(1.0 - std::pow(options_.beta1, t));
-    table.slots[i].bias_correction2 = static_cast<float>(1.0 - std::pow(options_.beta2, t));
-  }
+void AdamW::update(SlotTable& table, const GroupUpdate& u) {
+  // The bias corrections come from each slot's step count, on the device (kernels/optimizer.h).
   auto a = u.kernel_args<kernels::AdamWArgs>();
   a.beta1 = static_cast<float>(options_.beta1);
   a.beta2 = static_cast<float>(options_.beta2);
+  a.bias_beta1 = options_.beta1;
+  a.bias_beta2 = options_.beta2;
   a.eps = static_cast<float>(options_.eps);
   run_optimizer_kernel(table, a);
 }

@@ -18,7 +18,7 @@ class AdamW : public Optimizer {
  protected:
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
   int states_used() const override { return 2; }
-  void update(SlotTable& table, const std::vector<int64_t>& steps, const GroupUpdate& u) override;
+  void update(SlotTable& table, const GroupUpdate& u) override;
 
  private:
   AdamWOptions options_;

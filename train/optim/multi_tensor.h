@@ -1,6 +1,6 @@
 // Host side of the multi-tensor kernels: builds the slot table of a set of tensors
-// (kernels/optimizer.h) and puts it where the kernels on the tensors' device read it (on CUDA, the
-// table is copied to device memory first, so that one launch covers every tensor).
+// (kernels/optimizer.h). Both backends read it from host memory (CUDA passes it to the kernels as
+// launch parameters), so running a kernel over it needs no upload and no synchronisation.
 #pragma once
 #include <vector>
 
@@ -16,11 +16,6 @@ struct SlotTable {
 
   // Appends a slot for `numel` elements, setting its position in the concatenation.
   kernels::MultiTensorSlot& add(int64_t numel);
-
-  // The table where the kernels on `device` read it, for CNN_KERNEL (engine/backend.h): the host
-  // vector for the CPU; for CUDA a device copy held by `device_copy`, which the caller keeps until
-  // the kernel is enqueued (the kernels run in stream order, so the memory is not reused early).
-  const kernels::MultiTensorSlot* kernel_slots(Tensor& device_copy) const;
 };
 
 // The optimizer kernel of `args` (SGD or AdamW) over the table.

@@ -19,10 +19,10 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)
     }
 }
 
-void Optimizer::step(double lr, double grad_scale) {
+void Optimizer::step(double lr, double grad_scale, const Tensor& control) {
   for (const ParamGroup& group : groups_) {
     // one table per (device type, device index, grad dtype, copy dtype)
-    std::map<std::tuple<int, int, int, int>, std::pair<SlotTable, std::vector<int64_t>>> tables;
+    std::map<std::tuple<int, int, int, int>, SlotTable> tables;
     for (const auto& [name, p] : group.params) {
       const Tensor g = p.grad();
       if (is_frozen(name) || !g.defined()) continue;
@@ -33,9 +33,11 @@ void Optimizer::step(double lr, double grad_scale) {
       ParamState& st = state_[name];
       if (!st.state1.defined() && states_used() >= 1) st.state1 = Tensor::zeros(p.shape(), DType::f32, p.device());
       if (!st.state2.defined() && states_used() >= 2) st.state2 = Tensor::zeros(p.shape(), DType::f32, p.device());
-      ++st.steps;
+      if (!st.steps.defined()) st.steps = Tensor::zeros({}, DType::f32, p.device());
+      CNN_CHECK(!control.defined() || control.device() == p.device(), "optimizer: parameter '", name, "' is on ",
+                p.device().str(), " but the step's control block on ", control.device().str());
       const DType copy_dtype = st.copy.defined() ? st.copy.dtype() : DType::f16;
-      auto& [table, steps] = tables[{static_cast<int>(p.device().type), p.device().index, static_cast<int>(g.dtype()),
+      SlotTable& table = tables[{static_cast<int>(p.device().type), p.device().index, static_cast<int>(g.dtype()),
                                      static_cast<int>(copy_dtype)}];
       table.device = p.device();
       kernels::MultiTensorSlot& slot = table.add(p.numel());
@@ -44,12 +46,11 @@ void Optimizer::step(double lr, double grad_scale) {
       slot.state1 = st.state1.defined() ? st.state1.data_as<float>() : nullptr;
       slot.state2 = st.state2.defined() ? st.state2.data_as<float>() : nullptr;
       slot.param_copy = st.copy.defined() ? st.copy.data() : nullptr;
-      steps.push_back(st.steps);
+      slot.step_count = st.steps.data_as<float>();
     }
-    for (auto& [key, entry] : tables)
-      update(entry.first, entry.second,
-             {lr * group.lr_mult, group.weight_decay, grad_scale, static_cast<DType>(std::get<2>(key)),
-              static_cast<DType>(std::get<3>(key))});
+    for (auto& [key, table] : tables)
+      update(table, {lr * group.lr_mult, group.weight_decay, grad_scale, static_cast<DType>(std::get<2>(key)),
+                     static_cast<DType>(std::get<3>(key)), control.defined() ? control.data_as<float>() : nullptr});
   }
 }
 
@@ -99,7 +100,7 @@ std::vector<Tensor> Optimizer::gradients() const {
 
 int64_t Optimizer::steps_of(const std::string& name) const {
   const auto it = state_.find(name);
-  return it == state_.end() ? 0 : it->second.steps;
+  return it == state_.end() || !it->second.steps.defined() ? 0 : static_cast<int64_t>(it->second.steps.item());
 }
 
 io::NamedTensors Optimizer::state() const {
@@ -108,8 +109,9 @@ io::NamedTensors Optimizer::state() const {
   for (const ParamGroup& group : groups_)
     for (const auto& [name, p] : group.params) {
       const auto it = state_.find(name);
-      if (it == state_.end() || it->second.steps == 0) continue;
-      out.emplace_back(name + ".step", Tensor::from_vector<int64_t>({it->second.steps}, {}));
+      const int64_t steps = steps_of(name);
+      if (steps == 0) continue;
+      out.emplace_back(name + ".step", Tensor::from_vector<int64_t>({steps}, {}));
       const Tensor* states[] = {&it->second.state1, &it->second.state2};
       for (size_t i = 0; i < names.size(); ++i)
         if (states[i]->defined()) out.emplace_back(name + "." + names[i], *states[i]);
@@ -123,11 +125,11 @@ void Optimizer::load_state(const io::NamedTensors& saved) {
   for (const ParamGroup& group : groups_)
     for (const auto& [name, p] : group.params) {
       ParamState& st = state_[name];
-      st.steps = 0;
+      st.steps = Tensor::zeros({}, DType::f32, p.device());
       st.state1 = st.state2 = Tensor();
       for (const auto& [key, t] : saved) {
         if (key == name + ".step") {
-          st.steps = static_cast<int64_t>(t.item());
+          st.steps = Tensor::full({}, t.item(), DType::f32, p.device());
           used.insert(key);
         }
         for (size_t i = 0; i < names.size(); ++i)

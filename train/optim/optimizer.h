@@ -8,6 +8,10 @@
 //   SGD opt(make_param_groups(model_params, {...}), {.momentum = 0.9});
 //   opt.step(schedule.lr(step), clip_coefficient(stats.norm, max_norm));
 //   opt.zero_grad();
+// In training the step is governed from the device instead (train/loss_scaler.h): step(lr, 1,
+// scaler.control()) applies only if the control block says so, with its clipping coefficient, and
+// each parameter's step count lives on its device (an f32 counter the kernel advances), so that no
+// part of the step waits for the host.
 #pragma once
 #include <map>
 #include <set>
@@ -28,8 +32,10 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   // One update at learning rate lr, gradients multiplied by grad_scale first (a clipping
-  // coefficient, or 1 / loss scale when the gradients were not unscaled).
-  void step(double lr, double grad_scale = 1.0);
+  // coefficient, or 1 / loss scale when the gradients were not unscaled), governed by the control
+  // block `control` when it is given (kernels/optimizer.h: skipped, or gradients times its
+  // coefficient).
+  void step(double lr, double grad_scale = 1.0, const Tensor& control = Tensor());
   // Drops every parameter's gradient.
   void zero_grad();
 
@@ -44,7 +50,7 @@ class Optimizer {
   // Trainable (unfrozen) parameters' gradients, for unscaling and clipping.
   std::vector<Tensor> gradients() const;
   const std::vector<ParamGroup>& groups() const { return groups_; }
-  // Steps taken by a parameter (0 before its first).
+  // Steps taken by a parameter (0 before its first; read from its device).
   int64_t steps_of(const std::string& name) const;
 
   // Optimizer state as named tensors ("<param>.<state>", "<param>.step"), for checkpoints, and its
@@ -55,7 +61,7 @@ class Optimizer {
  protected:
   struct ParamState {
     Tensor state1, state2;  // SGD: momentum buffer; AdamW: exp_avg, exp_avg_sq
-    int64_t steps = 0;
+    Tensor steps;           // 0-d f32 on the parameter's device: steps applied (kernels count them)
     Tensor copy;
   };
   // Names of the state tensors, e.g. {"momentum_buffer"} or {"exp_avg", "exp_avg_sq"}.
@@ -66,6 +72,7 @@ class Optimizer {
   struct GroupUpdate {
     double lr, weight_decay, grad_scale;
     DType grad_dtype, copy_dtype;
+    const float* control;  // the step's control block, or null
     // The kernel arguments these fill (SgdArgs or AdamWArgs), the rest left at their defaults.
     template <class Args>
     Args kernel_args() const {
@@ -75,12 +82,13 @@ class Optimizer {
       a.grad_scale = static_cast<float>(grad_scale);
       a.grad_dtype = grad_dtype;
       a.copy_dtype = copy_dtype;
+      a.control = control;
       return a;
     }
   };
-  // Updates one group: `table` holds its trainable slots (state allocated), all with gradients of
-  // u.grad_dtype and copies of u.copy_dtype; steps[i] counts slot i's steps, this one included.
-  virtual void update(SlotTable& table, const std::vector<int64_t>& steps, const GroupUpdate& u) = 0;
+  // Updates one group: `table` holds its trainable slots (state and step counters allocated), all
+  // with gradients of u.grad_dtype and copies of u.copy_dtype.
+  virtual void update(SlotTable& table, const GroupUpdate& u) = 0;
 
  private:
   std::vector<ParamGroup> groups_;

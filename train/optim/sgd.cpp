@@ -10,7 +10,7 @@ SGD::SGD(std::vector<ParamGroup> groups, SgdOptions options) : Optimizer(std::mo
   CNN_CHECK(!options.nesterov || options.momentum > 0, "SGD: Nesterov momentum needs a momentum > 0");
 }
 
-void SGD::update(SlotTable& table, const std::vector<int64_t>& /*steps*/, const GroupUpdate& u) {
+void SGD::update(SlotTable& table, const GroupUpdate& u) {
   auto a = u.kernel_args<kernels::SgdArgs>();
   a.momentum = static_cast<float>(options_.momentum);
   a.nesterov = options_.nesterov;

@@ -18,7 +18,7 @@ class SGD : public Optimizer {
  protected:
   std::vector<std::string> state_names() const override { return {"momentum_buffer"}; }
   int states_used() const override { return options_.momentum != 0 ? 1 : 0; }
-  void update(SlotTable& table, const std::vector<int64_t>& steps, const GroupUpdate& u) override;
+  void update(SlotTable& table, const GroupUpdate& u) override;
 
  private:
   SgdOptions options_;

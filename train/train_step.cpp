@@ -3,6 +3,7 @@
 
 #include "data/batch_augment.h"
 #include "engine/cnn.h"
+#include "engine/profiler.h"
 #include "train/distributed/data_parallel.h"
 #include "train/learner.h"
 #include "train/optim/grad_norm.h"
@@ -12,6 +13,8 @@ namespace cnn::train {
 
 // ===================================== the training step =====================================
 // Gradient accumulation is the tape's: the micro-batches of a step add into the same .grad.
+// The profiler's phase spans (engine/profiler.h) mark forward (with the loss), backward, unscale
+// (with the inf/nan check and the loss scaler's update) and the optimizer step.
 
 Tensor forward_backward(Learner& learner, const MicroBatch& batch, const TrainSettings& settings) {
   const LossSettings& loss_settings = settings.loss;
@@ -26,7 +29,9 @@ Tensor forward_backward(Learner& learner, const MicroBatch& batch, const TrainSe
   Tape tape;
   if (batch.reducer) batch.reducer->attach(tape);  // the step's last micro-batch: all-reduce during backward
   Tensor loss;
+  const Device& device = settings.compute.device;
   {
+    const profiler::Scope span("forward", profiler::Category::phase, device);
     Tape::Recording recording(tape);
     Tensor targets;  // MixUp/CutMix: the images are mixed in place, the targets are soft
     if (loss_settings.mixing)
@@ -36,7 +41,10 @@ Tensor forward_backward(Learner& learner, const MicroBatch& batch, const TrainSe
                                 : cross_entropy(logits, batch.labels, loss_settings.label_smoothing);
   }
   const double loss_gradient = learner.scaler.scale() / static_cast<double>(settings.loop.accumulate);
-  tape.backward(loss, Tensor::full({}, loss_gradient, DType::f32, settings.compute.device));  // backward
+  {
+    const profiler::Scope span("backward", profiler::Category::phase, device);
+    tape.backward(loss, Tensor::full({}, loss_gradient, DType::f32, device));  // backward
+  }
   return loss.detach();
 }
 
@@ -46,13 +54,22 @@ StepOutcome optimizer_step(Learner& learner, int64_t step, double clip_grad_norm
   const std::vector<Tensor> gradients = learner.optimizer->gradients();
   if (on_gradients) on_gradients(step, gradients);  // the gradients are final here
   const double loss_scale = learner.scaler.scale();
-  const GradientStats stats = data_parallel.agree(learner.scaler.unscale(gradients));  // unscale, norm, inf/nan count
-  const bool finite = learner.scaler.update(stats);               // inf/nan: skip (fp16: lower the scale)
-  if (finite) {
-    const double clip = clip_coefficient(stats.norm, clip_grad_norm);  // clip (1 when off) ...
-    learner.optimizer->step(learner.schedule.lr(step), clip);          // ... inside the update
+  const Device device = learner.model->device();
+  GradientStats stats;
+  bool finite = false;
+  {
+    const profiler::Scope span("unscale", profiler::Category::phase, device);
+    stats = data_parallel.agree(learner.scaler.unscale(gradients));  // unscale, norm, inf/nan count
+    finite = learner.scaler.update(stats);                           // inf/nan: skip (fp16: lower the scale)
   }
-  learner.optimizer->zero_grad();
+  {
+    const profiler::Scope span("optimizer step", profiler::Category::phase, device);
+    if (finite) {
+      const double clip = clip_coefficient(stats.norm, clip_grad_norm);  // clip (1 when off) ...
+      learner.optimizer->step(learner.schedule.lr(step), clip);          // ... inside the update
+    }
+    learner.optimizer->zero_grad();
+  }
   return {.step = step, .applied = finite, .loss_scale = loss_scale, .next_loss_scale = learner.scaler.scale()};
 }
 

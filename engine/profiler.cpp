@@ -152,9 +152,10 @@ Recording stop() {
 
 SpanHandle begin(std::string name, Category category, const Device& device, std::string type) {
   SpanHandle handle;
+  if (!enabled()) return handle;
   Recorder& r = recorder();
   const std::lock_guard<std::mutex> lock(r.mutex);
-  if (!r.running) return handle;
+  if (!r.running) return handle;  // stopped in between
   ThreadState& thread = thread_state(r);
   Record record;
   Span& span = record.span;

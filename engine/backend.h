@@ -16,15 +16,20 @@
 // practice since no CUDA tensor can be created in such a build. CNN_IF_CUDA(...) keeps other code
 // that names kernels::cuda (a workspace size) out of such builds in the same way: there it expands
 // to nothing.
+//
+// Each call is also a span of the profiler (engine/profiler.h), named after the kernel: one branch
+// on a flag while the profiler is off.
 #pragma once
 #include "engine/config.h"
 #include "engine/cuda_context.h"
 #include "engine/device.h"
 #include "engine/error.h"
+#include "engine/profiler.h"
 
 #define CNN_KERNEL(device, name, ...)                               \
   do {                                                              \
     const ::cnn::Device& cnn_kernel_device = (device);              \
+    const ::cnn::profiler::Scope cnn_kernel_span(#name, ::cnn::profiler::Category::op, cnn_kernel_device); \
     if (cnn_kernel_device.is_cpu())                                 \
       ::cnn::kernels::cpu::name(__VA_ARGS__, nullptr);              \
     else                                                            \

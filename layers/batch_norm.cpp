@@ -1,6 +1,7 @@
 // BatchNorm2d (see batch_norm.h).
 #include "layers/batch_norm.h"
 
+#include "engine/profiler.h"
 #include "engine/tape.h"
 #include "layers/shape_trace.h"
 
@@ -20,9 +21,14 @@ BatchNorm2d::BatchNorm2d(int channels, double eps, double momentum)
 
 void BatchNorm2d::zero_init_weight() { set_parameter_init(weight_, ParamInit::constant(0.0)); }
 
-Tensor BatchNorm2d::compute(const Tensor& x) { return forward_fused(x, BatchNormActivation::none); }
+Tensor BatchNorm2d::compute(const Tensor& x) { return normalize(x, BatchNormActivation::none, Tensor()); }
 
 Tensor BatchNorm2d::forward_fused(const Tensor& x, BatchNormActivation activation, const Tensor& residual) {
+  const profiler::ModuleScope span(name(), type_name(), device());  // blocks call this rather than forward()
+  return normalize(x, activation, residual);
+}
+
+Tensor BatchNorm2d::normalize(const Tensor& x, BatchNormActivation activation, const Tensor& residual) {
   // Statistics and affine terms are kept in the accumulation dtype of the input: f32 for f32, f16 and
   // bf16 activations, f64 for f64 (gradient checks). The running statistics follow it for good.
   const DType statistics = accumulate_dtype(x.dtype());

@@ -23,7 +23,8 @@ class BatchNorm2d : public Module {
   explicit BatchNorm2d(int channels, double eps = kDefaultEps, double momentum = kDefaultMomentum);
 
   // Normalisation followed by `activation`; `residual` is added before the ReLU with add_relu.
-  // The input must already be in the compute dtype (as inside a block).
+  // The input must already be in the compute dtype (as inside a block). Like forward(), a span of
+  // the profiler named by the module's path.
   Tensor forward_fused(const Tensor& x, BatchNormActivation activation, const Tensor& residual = Tensor());
   // Initialise the scale to zero instead of one (the last BN of a residual block, so that each block
   // starts as the identity).
@@ -53,6 +54,7 @@ class BatchNorm2d : public Module {
 
  private:
   int64_t count_batch();  // returns the new count
+  Tensor normalize(const Tensor& x, BatchNormActivation activation, const Tensor& residual);  // forward_fused without its span
 
   int channels_;
   double eps_;

@@ -3,6 +3,7 @@
 #include "layers/module.h"
 
 #include "engine/ops.h"
+#include "engine/profiler.h"
 #include "engine/tape.h"
 #include "layers/shape_trace.h"
 
@@ -13,6 +14,7 @@ Module::~Module() = default;
 
 Tensor Module::forward(const Tensor& x) {
   CNN_CHECK(x.defined(), type_name_, ": forward of an undefined tensor");
+  const profiler::ModuleScope span(name_, type_name_, device_);  // one branch while the profiler is off
   if (is_floating(x.dtype()) && x.dtype() != compute_dtype_) return compute(cast(x, compute_dtype_));
   return compute(x);
 }
@@ -33,6 +35,7 @@ void Module::adopt(std::string name, std::unique_ptr<Module> module) {
   CNN_CHECK(module != nullptr, type_name_, ": child '", name, "' is null");
   for (const Child& c : children_)
     CNN_CHECK(c.name != name, type_name_, ": two children named '", name, "'; each child needs its own name");
+  module->name_ = name;
   module->device_ = device_;
   module->compute_dtype_ = compute_dtype_;
   module->training_ = training_;

@@ -29,7 +29,8 @@ class Module {
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
-  // Runs the module: a floating input is first cast to the compute dtype (see to(DType)).
+  // Runs the module: a floating input is first cast to the compute dtype (see to(DType)). A span of
+  // the profiler (engine/profiler.h) named by the module's dotted path when it records.
   Tensor forward(const Tensor& x);
   Tensor operator()(const Tensor& x) { return forward(x); }
   // The output shape for an input shape, without running any op. Leaves report their
@@ -37,6 +38,8 @@ class Module {
   virtual Shape infer_shape(const Shape& input, ShapeTrace& trace) const = 0;
 
   const std::string& type_name() const { return type_name_; }
+  // Its name in the module that holds it ("conv1"); empty for a model.
+  const std::string& name() const { return name_; }
 
   // ---- mode ----
   void train(bool on = true);  // this module and all below it
@@ -148,6 +151,7 @@ class Module {
   const Tensor& checked_tensor(const Slot& slot, const char* kind) const;
 
   std::string type_name_;
+  std::string name_;  // in the parent module ("conv1"); empty for a model: names the profiler's spans
   std::vector<Slot> parameters_;
   std::vector<Slot> buffers_;
   std::vector<Child> children_;

@@ -65,6 +65,10 @@ for dtype in f32 f16; do
     --json "$logs/bench_model_resnet50_$dtype.json" >"$logs/bench_model_$dtype.log" 2>&1
   note "bench_model: $(tail -1 "$logs/bench_model_$dtype.log")"
 done
+# cnn_train's whole step with the profiler's CUDA-event tables (its device times are tested nowhere else).
+timeout 120 ./build-gpu/bench/bench_train --device cuda --model resnet50 --batch 64 --precision bf16 --steps 10 --warmup 5 \
+  --workers 8 --json "$logs/bench_train_resnet50_bf16.json" >"$logs/bench_train.log" 2>&1
+note "bench_train: rc $? $(head -1 "$logs/bench_train.log") (tables in bench_train.log)"
 # NCCL over all of the machine's GPUs, one process each, launched torchrun-style (no MPI needed).
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 [ "$gpus" -ge 1 ] || gpus=1

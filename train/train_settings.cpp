@@ -208,7 +208,9 @@ TrainSettings from_config(const Config& config, const distributed::World& world)
                   .tensorboard = config.boolean("log.tensorboard"),
                   .images = config.boolean("log.images"),
                   .histogram_every = config.integer("log.histogram_every"),
-                  .report = config.boolean("log.report")};
+                  .report = config.boolean("log.report"),
+                  .profile_steps = config.integer("log.profile_steps"),
+                  .profile_warmup = config.integer("log.profile_warmup")};
   settings.distributed = {.world = world,
                           .bucket_bytes = config.real("distributed.bucket_mb") * (1 << 20),
                           .timeout_seconds = config.real("distributed.timeout_s")};

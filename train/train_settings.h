@@ -154,6 +154,8 @@ struct LogSettings {
   bool images = true;           // train/pictures/run_pictures.h
   int64_t histogram_every = 0;  // epochs; 0: none
   bool report = true;           // report.html
+  int64_t profile_steps = 0;    // steps recorded by the profiler (train/profile_window.h); 0: off
+  int64_t profile_warmup = 5;   // steps of the run before them
 };
 
 struct TrainSettings {

@@ -3,6 +3,7 @@
 
 #include "data/batch_augment.h"
 #include "engine/cnn.h"
+#include "engine/profiler.h"
 #include "train/distributed/data_parallel.h"
 #include "train/learner.h"
 #include "train/optim/grad_norm.h"
@@ -12,6 +13,8 @@ namespace cnn::train {
 
 // ===================================== the training step =====================================
 // Gradient accumulation is the tape's: the micro-batches of a step add into the same .grad.
+// The profiler's phase spans (engine/profiler.h) mark forward (with the loss), backward, unscale
+// (with the inf/nan check and the loss scaler's update) and the optimizer step.
 
 Tensor forward_backward(Learner& learner, const MicroBatch& batch, const TrainSettings& settings) {
   const LossSettings& loss_settings = settings.loss;
@@ -26,7 +29,9 @@ Tensor forward_backward(Learner& learner, const MicroBatch& batch, const TrainSe
   Tape tape;
   if (batch.reducer) batch.reducer->attach(tape);  // the step's last micro-batch: all-reduce during backward
   Tensor loss;
+  const Device& device = settings.compute.device;
   {
+    const profiler::Scope span("forward", profiler::Category::phase, device);
     Tape::Recording recording(tape);
     Tensor targets;  // MixUp/CutMix: the images are mixed in place, the targets are soft
     if (loss_settings.mixing)
@@ -40,11 +45,14 @@ Tensor forward_backward(Learner& learner, const MicroBatch& batch, const TrainSe
   {
     NoGrad no_grad;
     loss_gradient = settings.loop.accumulate == 1
-               ? learner.scaler.scale_tensor().clone()
-               : div(learner.scaler.scale_tensor(),
-                     Tensor::full({}, static_cast<double>(settings.loop.accumulate), DType::f32, settings.compute.device));
+                        ? learner.scaler.scale_tensor().clone()
+                        : div(learner.scaler.scale_tensor(),
+                              Tensor::full({}, static_cast<double>(settings.loop.accumulate), DType::f32, device));
   }
-  tape.backward(loss, loss_gradient);  // backward
+  {
+    const profiler::Scope span("backward", profiler::Category::phase, device);
+    tape.backward(loss, loss_gradient);  // backward
+  }
   return loss.detach();
 }
 
@@ -54,10 +62,17 @@ void optimizer_step(Learner& learner, int64_t step, double clip_grad_norm, const
   const std::vector<Tensor> gradients = learner.optimizer->gradients();
   if (on_gradients) on_gradients(step, gradients);  // the gradients are final here
   // All on the device, nothing read back:
-  const Tensor measured = data_parallel.agree(learner.scaler.unscale(gradients));  // unscale, norm, inf/nan count
-  learner.scaler.update(measured, clip_grad_norm);  // the verdict: skip on inf/nan (fp16: lower the scale), clip
-  learner.optimizer->step(learner.schedule.lr(step), 1.0, learner.scaler.control());  // gated by the verdict
-  learner.optimizer->zero_grad();
+  const Device device = learner.model->device();
+  {
+    const profiler::Scope span("unscale", profiler::Category::phase, device);
+    const Tensor measured = data_parallel.agree(learner.scaler.unscale(gradients));  // unscale, norm, inf/nan count
+    learner.scaler.update(measured, clip_grad_norm);  // the verdict: skip on inf/nan (fp16: lower the scale), clip
+  }
+  {
+    const profiler::Scope span("optimizer step", profiler::Category::phase, device);
+    learner.optimizer->step(learner.schedule.lr(step), 1.0, learner.scaler.control());  // gated by the verdict
+    learner.optimizer->zero_grad();
+  }
 }
 
 // =============================================================================================

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "engine/cnn.h"
+#include "engine/profiler.h"
 #include "layers/weights.h"
 #include "train/checkpoint.h"
 #include "train/corrupt_images.h"
@@ -24,6 +25,8 @@
 #include "train/memory_estimate.h"
 #include "train/pictures/report_html.h"
 #include "train/pictures/run_pictures.h"
+#include "train/profile_report.h"
+#include "train/profile_window.h"
 #include "train/log/progress_format.h"
 #include "train/learner.h"
 #include "train/log/console.h"
@@ -139,6 +142,13 @@ class Trainer {
   Validation validate_weights(int64_t epoch, Weights weights);
   void finish_swa(int64_t epochs_done);
   Tensor next_training_images(int64_t epoch, int64_t& batches);
+  // The epoch's next batch from the loader, its wait a span of the profiler (and the profiled step's start).
+  std::optional<data::Batch> next_batch(const EpochProgress& epoch);
+  // A batch of `epoch` on the training device (its upload a span of the profiler).
+  MicroBatch micro_batch_on_device(const data::Batch& batch, const EpochProgress& epoch, bool last_of_step);
+  // [log] profile_steps: after a step, and when the run ends; writes the profile when it is complete.
+  void after_profiled_step();
+  void write_profile_files(const profiler::Recording& recording);
   void save(const std::filesystem::path& path, int64_t epochs_done, int64_t samples_in_epoch, Weights weights = Weights::live);
   // The weights best.h5 holds (those of [checkpoint] best_metric).
   Weights best_weights() const { return settings_.checkpoint.best_of_ema ? Weights::ema : Weights::live; }
@@ -168,6 +178,7 @@ class Trainer {
   DivergenceGuard guard_;
   ScalerReadout last_readout_;  // the loss scaler's control block as last read
   RunPictures pictures_;
+  ProfileWindow profile_{settings_.log.profile_warmup, settings_.log.profile_steps, settings_.compute.device};
   TrainSummary summary_;
   const Clock::time_point run_start_ = Clock::now();
   double wait_seconds_ = 0, compute_seconds_ = 0;  // of the loader, over all epochs
@@ -376,15 +387,11 @@ EpochProgress Trainer::train_epoch(int64_t epoch) {
                              .loss_sum = Tensor::zeros({}, DType::f32, device),
                              .last_loss_read = Clock::now() - std::chrono::seconds(10),
                              .last_step = Clock::now()};
-  while (auto batch = data_.train_loader->next()) {
+  while (auto batch = next_batch(this_epoch)) {
     ++this_epoch.batches_done;
     if (batch->size() == 0) continue;
     const bool last_of_step = (this_epoch.micro_batches + 1) % accumulate == 0;
-    const MicroBatch micro_batch{.images = data_.images_on_device(*batch, device, epoch, this_epoch.batches_done),
-                                 .labels = batch->labels.to(device),
-                                 .epoch = epoch,
-                                 .index = this_epoch.batches_done,
-                                 .reducer = last_of_step ? data_parallel_.reducer() : nullptr};
+    const MicroBatch micro_batch = micro_batch_on_device(*batch, this_epoch, last_of_step);
     pictures_.first_batch(micro_batch, progress_.step);  // the run's first batch only
     const Tensor loss = forward_backward(learner_, micro_batch, settings_);
     {
@@ -406,6 +413,7 @@ EpochProgress Trainer::train_epoch(int64_t epoch) {
     if (device.is_cpu()) read_verdicts();
     if (learner_.ema) learner_.ema->after_step(*learner_.model, progress_.step);
     after_step(this_epoch);
+    after_profiled_step();
     if (settings_.loop.max_steps > 0 && progress_.step >= settings_.loop.max_steps) {
       this_epoch.reached_max_steps = true;
       break;
@@ -586,6 +594,47 @@ Validation Trainer::validate_weights(int64_t epoch, Weights weights) {
   return result;
 }
 
+std::optional<data::Batch> Trainer::next_batch(const EpochProgress& epoch) {
+  if (epoch.micro_batches % settings_.loop.accumulate == 0) profile_.step_starts();  // a step's first micro-batch
+  std::optional<data::Batch> batch;
+  {
+    const profiler::Scope wait("data wait", profiler::Category::phase, Device::cpu());
+    batch = data_.train_loader->next();
+  }
+  if (!batch) profile_.no_step();
+  return batch;
+}
+
+MicroBatch Trainer::micro_batch_on_device(const data::Batch& batch, const EpochProgress& epoch, bool last_of_step) {
+  const Device& device = settings_.compute.device;
+  const profiler::Scope span("input upload", profiler::Category::phase, device);
+  return {.images = data_.images_on_device(batch, device, epoch.epoch, epoch.batches_done),
+          .labels = batch.labels.to(device),
+          .epoch = epoch.epoch,
+          .index = epoch.batches_done,
+          .reducer = last_of_step ? data_parallel_.reducer() : nullptr};
+}
+
+void Trainer::after_profiled_step() {
+  if (std::optional<profiler::Recording> recording = profile_.step_ends()) write_profile_files(*recording);
+}
+
+// profile.txt, profile.json and trace.json in the run folder (the main rank's).
+void Trainer::write_profile_files(const profiler::Recording& recording) {
+  if (!data_parallel_.world().is_main()) return;
+  const Device& device = settings_.compute.device;
+  const ProfileContext context{.device = device,
+                               .first_step = profile_.first_step(),
+                               .images_per_step = data_.batch_size * settings_.loop.accumulate,
+                               .memory = device.is_cuda() ? cuda_allocator(device.index).stats() : cpu_allocator().stats()};
+  write_profile(folder_.dir, recording, context);
+  std::string what = "profile of " + std::to_string(profile_.steps_recorded()) + " steps written to " + (folder_.dir / "profile.txt").string() +
+                     " (and profile.json; open trace.json in https://ui.perfetto.dev or chrome://tracing)";
+  if (profile_.steps_recorded() < profile_.steps_wanted())
+    what += "; the run ended before the " + std::to_string(profile_.steps_wanted()) + " steps of [log] profile_steps";
+  log_.info(what);
+}
+
 // The next batch of training images of the epoch keyed `epoch` (an undefined tensor at its end).
 Tensor Trainer::next_training_images(int64_t epoch, int64_t& batches) {
   while (auto batch = data_.train_loader->next()) {
@@ -648,6 +697,7 @@ void Trainer::save(const std::filesystem::path& path, int64_t epochs_done, int64
 
 // model.safetensors, the summary: its "done:" line and the report below it.
 TrainSummary Trainer::finish() {
+  if (std::optional<profiler::Recording> recording = profile_.run_ends()) write_profile_files(*recording);
   if (settings_.checkpoint.export_safetensors && data_parallel_.world().is_main()) {
     // The weights the run ends with: SWA's when it ran, else those best.h5 is chosen by (timm exports
     // the EMA when it decides the best checkpoint); the file says which.

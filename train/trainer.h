@@ -2,7 +2,8 @@
 // trains with the tape (mixed precision, gradient accumulation, checkpointing of blocks, clipping),
 // validates, and writes the run folder:
 //   <dir>/<YYYYmmdd_HHMMSS>_<name>/  config.ini (resolved), train.log, metrics.jsonl, TensorBoard
-//   events, classes.txt, confusion.json (last validation), last.h5, best.h5, model.safetensors.
+//   events, classes.txt, confusion.json (last validation), last.h5, best.h5, model.safetensors, and with
+//   [log] profile_steps profile.txt, profile.json and trace.json (profile_report.h).
 // A resumed run (--resume RUN_DIR or a checkpoint file) continues in the folder of its checkpoint.
 //
 // run_training (trainer.cpp) reads top-down: settings (train_settings.h), run folder (run_folder.h),

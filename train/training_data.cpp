@@ -72,10 +72,14 @@ Tensor TrainingData::images_on_device(const data::Batch& batch, const Device& de
 }
 
 TrainingData open_training_data(const TrainSettings& settings, RunLog& log) {
+  return open_training_data(settings, log, data::open_dataset(settings.data.train_spec, [&log](const std::string& message) { log.warn(message); }));
+}
+
+TrainingData open_training_data(const TrainSettings& settings, RunLog& log, data::DatasetPtr train_set) {
   const DataSettings& wanted = settings.data;
   TrainingData data;
   const data::LogFn warn = [&log](const std::string& message) { log.warn(message); };
-  data.train_set = data::open_dataset(wanted.train_spec, warn);
+  data.train_set = std::move(train_set);
   int64_t max_label = -1;
   for (int64_t i = 0; i < data.train_set->size(); ++i) max_label = std::max(max_label, data.train_set->label(i));
   CNN_CHECK(max_label < wanted.classes, "the training data has labels up to ", max_label, " but [model] num_classes is ",

@@ -52,5 +52,7 @@ struct TrainingData {
 // [model] num_classes, the data makes no batch, or [train] accumulate exceeds the batches of an
 // epoch. Loader warnings go to `log`.
 TrainingData open_training_data(const TrainSettings& settings, RunLog& log);
+// The same over a training set already opened ([data] path is not read; bench_train's synthetic images).
+TrainingData open_training_data(const TrainSettings& settings, RunLog& log, data::DatasetPtr train_set);
 
 }  // namespace cnn::train

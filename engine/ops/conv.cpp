@@ -5,6 +5,7 @@
 #include "engine/cudnn_conv.h"
 #include "engine/ops.h"
 #include "engine/ops/op_checks.h"
+#include "engine/profiler.h"
 #include "engine/tape.h"
 #include "kernels/common/window.h"
 #include "kernels/conv.h"
@@ -61,6 +62,7 @@ using cudnn_conv::ConvDirection;
 // Each direction: the CPU kernel, or cuDNN through engine/cudnn_conv.h (ranking, workspace, walk-down).
 Tensor conv_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w) {
   Tensor y = Tensor::empty({g.n, g.oh, g.ow, g.o}, x.dtype(), x.device());
+  const profiler::Scope span("conv2d_forward", profiler::Category::op, x.device());  // as CNN_KERNEL's calls are
   if (x.device().is_cpu()) kernels::cpu::conv2d_forward(x.dtype(), g, x.data(), w.data(), y.data());
   else cudnn_conv::run(ConvDirection::forward, x.dtype(), g, x.device(), x.data(), w.data(), y.data());
   return y;
@@ -68,6 +70,7 @@ Tensor conv_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w) {
 
 Tensor conv_backward_data(const ConvGeometry& g, const Tensor& dy, const Tensor& w) {
   Tensor dx = Tensor::empty({g.n, g.h, g.w, g.c}, dy.dtype(), dy.device());
+  const profiler::Scope span("conv2d_backward_data", profiler::Category::op, dy.device());  // as CNN_KERNEL's calls are
   if (dy.device().is_cpu()) kernels::cpu::conv2d_backward_data(dy.dtype(), g, dy.data(), w.data(), dx.data());
   else cudnn_conv::run(ConvDirection::backward_data, dy.dtype(), g, dy.device(), dy.data(), w.data(), dx.data());
   return dx;
@@ -75,6 +78,7 @@ Tensor conv_backward_data(const ConvGeometry& g, const Tensor& dy, const Tensor&
 
 Tensor conv_backward_filter(const ConvGeometry& g, const Tensor& x, const Tensor& dy) {
   Tensor dw = Tensor::empty({g.o, g.kh, g.kw, g.group_in()}, dy.dtype(), dy.device());
+  const profiler::Scope span("conv2d_backward_filter", profiler::Category::op, dy.device());  // as CNN_KERNEL's calls are
   if (dy.device().is_cpu()) kernels::cpu::conv2d_backward_filter(dy.dtype(), g, x.data(), dy.data(), dw.data());
   else cudnn_conv::run(ConvDirection::backward_filter, dy.dtype(), g, dy.device(), x.data(), dy.data(), dw.data());
   return dw;

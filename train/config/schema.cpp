@@ -188,6 +188,10 @@ std::vector<KeySpec> build_schema() {
       boolean("log", "jsonl", "true", "write metrics.jsonl (one JSON object per line) in the run folder"),
       boolean("log", "images", "true", "pictures of the run: the first augmented batch, the confusion matrix and the most confident mistakes as PNGs in the run folder and TensorBoard images"),
       integer("log", "histogram_every", "0", between(0, 1e6), "epochs between TensorBoard histograms of each layer's weights and gradients (0: none)"),
+      integer("log", "profile_steps", "0", between(0, 1e6),
+              "record this many optimizer steps with the profiler after profile_warmup steps, then write profile.txt, "
+              "profile.json and trace.json (a Chrome trace) in the run folder (0: off)"),
+      integer("log", "profile_warmup", "5", between(0, 1e9), "steps of this run before the profiled ones (allocator, cuDNN choices and caches settle)"),
       boolean("log", "report", "true", "write report.html in the run folder after every epoch (curves, confusion matrix, per-class scores, pictures)"),
       // ---- distributed ----
       real("distributed", "bucket_mb", "25", above(0), "data-parallel runs: size of the gradient buckets all-reduced during backward, in MiB"),

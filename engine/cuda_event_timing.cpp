@@ -1,0 +1,57 @@
+// Timed CUDA events (see cuda_event_timing.h).
+#include "engine/cuda_event_timing.h"
+
+#include <string>
+
+#include "engine/config.h"
+#include "engine/cuda_context.h"
+#include "engine/error.h"
+
+#if CNN_WITH_CUDA
+#include <cuda_runtime.h>
+
+namespace cnn::cuda {
+
+namespace {
+void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) throw Error(std::string("CUDA ") + what + " failed (timed event of the profiler): " + cudaGetErrorString(err));
+}
+}  // namespace
+
+TimedEvent::TimedEvent(int device) : device_(device) {
+  set_device(device);
+  cudaEvent_t e = nullptr;
+  check(cudaEventCreate(&e), "cudaEventCreate");
+  event_ = e;
+}
+TimedEvent::~TimedEvent() {
+  if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+void TimedEvent::record(void* stream) {
+  set_device(device_);
+  check(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream)), "cudaEventRecord");
+}
+void TimedEvent::synchronize() { check(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "cudaEventSynchronize"); }
+double TimedEvent::elapsed_ms(const TimedEvent& start, const TimedEvent& end) {
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.event_), static_cast<cudaEvent_t>(end.event_)),
+        "cudaEventElapsedTime");
+  return ms;
+}
+
+}  // namespace cnn::cuda
+
+#else
+
+namespace cnn::cuda {
+TimedEvent::TimedEvent(int device) : device_(device) { require_device(device); }
+TimedEvent::~TimedEvent() = default;
+void TimedEvent::record(void*) { require_device(device_); }
+void TimedEvent::synchronize() { require_device(device_); }
+double TimedEvent::elapsed_ms(const TimedEvent& start, const TimedEvent&) {
+  require_device(start.device_);
+  return 0;
+}
+}  // namespace cnn::cuda
+
+#endif

@@ -113,6 +113,34 @@ __device__ inline void load_channels(const A* p, int64_t ch, A fallback, A (&out
   for (int k = 0; k < V; ++k) out[k] = p ? p[ch + k] : fallback;
 }
 
+// The end of both reductions' stage 1: every thread stores its V-channel results a and b in shared
+// memory (any other per-thread state the combine needs is stored before the call), then a tree down
+// the rows of threads (combine(into, from) folds thread `from`'s results into thread
+// `into`'s, barriers between the levels), then the first row writes its V channels of the two
+// per-thread arrays to the partials [blockIdx.y, c].
+template <int V, class A, class Combine>
+__device__ void combine_rows_and_write(const A (&a)[V], const A (&b)[V], A* shared_a, A* shared_b, Combine combine,
+                                       int64_t ch, int64_t c, A* part_a, A* part_b) {
+  const unsigned lanes = blockDim.x, t = threadIdx.y * lanes + threadIdx.x;
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    shared_a[t * V + k] = a[k];
+    shared_b[t * V + k] = b[k];
+  }
+  __syncthreads();
+  for (unsigned stride = blockDim.y / 2; stride > 0; stride >>= 1) {
+    if (threadIdx.y < stride) combine(t, t + stride * lanes);
+    __syncthreads();
+  }
+  if (threadIdx.y == 0 && ch < c) {
+    const int64_t at = static_cast<int64_t>(blockIdx.y) * c + ch;
+    for (int k = 0; k < V; ++k) {
+      part_a[at + k] = shared_a[threadIdx.x * V + k];
+      part_b[at + k] = shared_b[threadIdx.x * V + k];
+    }
+  }
+}
+
 // Stage 1 of the statistics: per block, Welford over its rows, merged down the rows of threads.
 template <class T, int V>
 __global__ void stats_partial_kernel(const T* x, int64_t m, int64_t c, int64_t rows_per_split, compute_t<T>* part_mean,
@@ -138,32 +166,18 @@ __global__ void stats_partial_kernel(const T* x, int64_t m, int64_t c, int64_t r
     }
   }
   shared_count[t] = count;
-#pragma unroll
-  for (int k = 0; k < V; ++k) {
-    shared_mean[t * V + k] = mean[k];
-    shared_m2[t * V + k] = m2[k];
-  }
-  __syncthreads();
-  for (unsigned stride = blockDim.y / 2; stride > 0; stride >>= 1) {
-    if (threadIdx.y < stride) {
-      const unsigned o = t + stride * lanes;
-      const A count_a = shared_count[t], count_b = shared_count[o];
-      for (int k = 0; k < V; ++k) {
-        A merged_count = count_a;  // chan_merge advances it; every channel starts from the same count
-        chan_merge(merged_count, shared_mean[t * V + k], shared_m2[t * V + k], count_b, shared_mean[o * V + k],
-                   shared_m2[o * V + k]);
-      }
-      shared_count[t] = count_a + count_b;
-    }
-    __syncthreads();
-  }
-  if (threadIdx.y == 0 && ch < c) {
-    const int64_t at = static_cast<int64_t>(blockIdx.y) * c + ch;
-    for (int k = 0; k < V; ++k) {
-      part_mean[at + k] = shared_mean[threadIdx.x * V + k];
-      part_m2[at + k] = shared_m2[threadIdx.x * V + k];
-    }
-  }
+  combine_rows_and_write<V>(
+      mean, m2, shared_mean, shared_m2,
+      [&](unsigned into, unsigned from) {
+        const A count_a = shared_count[into], count_b = shared_count[from];
+        for (int k = 0; k < V; ++k) {
+          A merged_count = count_a;  // chan_merge advances it; every channel starts from the same count
+          chan_merge(merged_count, shared_mean[into * V + k], shared_m2[into * V + k], count_b,
+                     shared_mean[from * V + k], shared_m2[from * V + k]);
+        }
+        shared_count[into] = count_a + count_b;
+      },
+      ch, c, part_mean, part_m2);
 }
 
 // Stage 2: merge the splits of each channel in split order, in double.
@@ -191,7 +205,6 @@ __global__ void backward_partial_kernel(const T* dy, const T* y, const T* x, Bat
   using A = compute_t<T>;
   __shared__ A shared_dz[kThreads * V];
   __shared__ A shared_dz_xhat[kThreads * V];
-  const unsigned lanes = blockDim.x, t = threadIdx.y * lanes + threadIdx.x;
   const int64_t ch = thread_channel<V>();
   const RowRange rows = split_rows(rows_per_split, m);
   A sum_dz[V], sum_dz_xhat[V];
@@ -214,29 +227,15 @@ __global__ void backward_partial_kernel(const T* dy, const T* y, const T* x, Bat
       }
     }
   }
-#pragma unroll
-  for (int k = 0; k < V; ++k) {
-    shared_dz[t * V + k] = sum_dz[k];
-    shared_dz_xhat[t * V + k] = sum_dz_xhat[k];
-  }
-  __syncthreads();
-  for (unsigned stride = blockDim.y / 2; stride > 0; stride >>= 1) {
-    if (threadIdx.y < stride) {
-      const unsigned o = t + stride * lanes;
-      for (int k = 0; k < V; ++k) {
-        shared_dz[t * V + k] += shared_dz[o * V + k];
-        shared_dz_xhat[t * V + k] += shared_dz_xhat[o * V + k];
-      }
-    }
-    __syncthreads();
-  }
-  if (threadIdx.y == 0 && ch < c) {
-    const int64_t at = static_cast<int64_t>(blockIdx.y) * c + ch;
-    for (int k = 0; k < V; ++k) {
-      part_dz[at + k] = shared_dz[threadIdx.x * V + k];
-      part_dz_xhat[at + k] = shared_dz_xhat[threadIdx.x * V + k];
-    }
-  }
+  combine_rows_and_write<V>(
+      sum_dz, sum_dz_xhat, shared_dz, shared_dz_xhat,
+      [&](unsigned into, unsigned from) {
+        for (int k = 0; k < V; ++k) {
+          shared_dz[into * V + k] += shared_dz[from * V + k];
+          shared_dz_xhat[into * V + k] += shared_dz_xhat[from * V + k];
+        }
+      },
+      ch, c, part_dz, part_dz_xhat);
 }
 
 // Stage 2: out[c] = sum over splits of partial[s, c], in split order, in double; both sums.

@@ -19,7 +19,7 @@ namespace kernels {
 using Stream = void*;
 
 #define CNN_BATCH_NORM_KERNELS(...)                                                                                    \
-  /* mean[c] and biased var[c] of x over the M rows (two passes: the mean, then squared deviations) */                 \
+  /* mean[c] and biased var[c] of x over the M rows (CPU: two passes in double; CUDA: one pass, Welford) */           \
   void batch_norm_stats(DType dt, const void* x, int64_t m, int64_t c, void* mean, void* var __VA_ARGS__);             \
   /* y = act((x - mean) * invstd * weight + bias [+ residual]); weight/bias may be null (1 and 0) */                   \
   void batch_norm_forward(DType dt, const void* x, int64_t m, int64_t c, const void* mean, const void* invstd,         \
@@ -39,14 +39,27 @@ using Stream = void*;
 // The CUDA reductions (stats, backward_reduce) write per-block partial sums to a caller-provided
 // workspace of cuda::batch_norm_workspace_bytes, then add them up in a fixed order: results are
 // deterministic. The other CUDA kernels, and every CPU kernel, ignore `workspace` (pass null).
+//
+// batch_norm_update_stats: invstd[c] = 1 / sqrt(var[c] + eps); when running_mean is not null, also the running statistics
+// (PyTorch's momentum; unbiased variance var * n / (n - 1), n = count[c], or m when count is null).
+// acc (f32 or f64) is the type of every array. With var = running_var and no running statistics it is
+// eval mode's invstd. One small kernel per batch norm, no workspace.
+#define CNN_BATCH_NORM_UPDATE_STATS(...)                                                                     \
+  void batch_norm_update_stats(DType acc, const void* mean, const void* var, int64_t c, int64_t m,           \
+                               const void* count, double momentum, double eps, void* invstd,                 \
+                               void* running_mean, void* running_var __VA_ARGS__);
+
 namespace cpu {
 CNN_BATCH_NORM_KERNELS(, void* workspace = nullptr, Stream stream = nullptr)
+CNN_BATCH_NORM_UPDATE_STATS(, Stream stream = nullptr)
 }
 namespace cuda {
-size_t batch_norm_workspace_bytes(int64_t m, int64_t c);
+size_t batch_norm_workspace_bytes(DType dt, int64_t m, int64_t c);
 CNN_BATCH_NORM_KERNELS(, void* workspace, Stream stream)
+CNN_BATCH_NORM_UPDATE_STATS(, Stream stream)
 }
 #undef CNN_BATCH_NORM_KERNELS
+#undef CNN_BATCH_NORM_UPDATE_STATS
 
 }  // namespace kernels
 }  // namespace cnn

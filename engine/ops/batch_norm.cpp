@@ -5,6 +5,7 @@
 #include "engine/backend.h"
 #include "engine/distributed/sync_batch_norm.h"
 #include "engine/ops.h"
+#include "engine/ops/kernel_workspace.h"
 #include "engine/ops/op_checks.h"
 #include "engine/tape.h"
 #include "kernels/batch_norm.h"
@@ -19,16 +20,14 @@ void check_channel_tensor(const char* what, const Tensor& t, const Tensor& x, DT
             describe(t));
 }
 
-const void* data_or_null(const Tensor& t) { return t.defined() ? t.data() : nullptr; }
+void* data_or_null(const Tensor& t) { return t.defined() ? t.data() : nullptr; }
 
-// Scratch for the CUDA reductions' per-block partial sums, held by `holder` until the kernel is
-// enqueued; none (null) on the CPU.
-void* reduction_workspace([[maybe_unused]] int64_t m, [[maybe_unused]] int64_t c, const Device& device, Tensor& holder) {
-  if (device.is_cpu()) return nullptr;
+// Scratch for the CUDA reductions' per-block partial sums (engine/ops/kernel_workspace.h).
+void* reduction_workspace(DType dt, [[maybe_unused]] int64_t m, [[maybe_unused]] int64_t c, const Device& device,
+                          Tensor& holder) {
   size_t bytes = 0;
-  CNN_IF_CUDA(bytes = kernels::cuda::batch_norm_workspace_bytes(m, c));
-  holder = Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, device);
-  return holder.data();
+  if (!device.is_cpu()) CNN_IF_CUDA(bytes = kernels::cuda::batch_norm_workspace_bytes(dt, m, c));
+  return kernel_workspace(bytes, device, holder);
 }
 }  // namespace
 
@@ -45,6 +44,8 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, c
   check_channel_tensor("running_var", running_var, x, acc, c);
   CNN_CHECK(training || (running_mean.defined() && running_var.defined()),
             "batch_norm2d: eval mode needs running_mean and running_var");
+  CNN_CHECK(running_mean.defined() == running_var.defined(), "batch_norm2d: pass both running_mean and running_var "
+            "or neither, got ", describe(running_mean), " and ", describe(running_var));
   CNN_CHECK(!training || m > 1, "batch_norm2d: training needs more than one value per channel, got ", describe(x),
             "; use a larger batch or eval mode");
   if (activation == BatchNormActivation::add_relu) {
@@ -57,32 +58,28 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, c
   Tensor mean, invstd, global_count;
   {
     NoGrad no_grad;
+    invstd = Tensor::empty({c}, acc, x.device());
     if (training) {
       mean = Tensor::empty({c}, acc, x.device());
       Tensor var = Tensor::empty({c}, acc, x.device());
       Tensor ws;
       CNN_KERNEL(x.device(), batch_norm_stats, x.dtype(), x.data(), m, c, mean.data(), var.data(),
-                 reduction_workspace(m, c, x.device(), ws));
-      // The running variance is unbiased: divided by (count - 1) of the whole batch.
-      Tensor running_var_term;  // momentum * unbiased var
+                 reduction_workspace(x.dtype(), m, c, x.device(), ws));
+      const void* count = nullptr;  // the batch's count per channel: m here, every rank's with SyncBN
       if (across) {
         distributed::GlobalBatchStats global = distributed::combine_batch_stats(*across, mean, var, m);
         mean = global.mean;
         var = global.var;
         global_count = global.count;
-        running_var_term = scale(mul(var, div(global_count, shift(global_count, -1.0))), momentum);
-      } else {
-        running_var_term = scale(var, momentum * (static_cast<double>(m) / static_cast<double>(m - 1)));
+        count = global_count.data();
       }
-      invstd = pow(shift(var, eps), -0.5);
-      if (running_mean.defined()) {
-        Tensor rm = running_mean, rv = running_var;
-        rm.copy_(add(scale(running_mean, 1.0 - momentum), scale(mean, momentum)));
-        rv.copy_(add(scale(running_var, 1.0 - momentum), running_var_term));
-      }
+      // invstd and the running statistics (momentum, unbiased variance) in one kernel.
+      CNN_KERNEL(x.device(), batch_norm_update_stats, acc, mean.data(), var.data(), c, m, count, momentum, eps,
+                 invstd.data(), data_or_null(running_mean), data_or_null(running_var));
     } else {
       mean = running_mean.detach().clone();
-      invstd = pow(shift(running_var, eps), -0.5);
+      CNN_KERNEL(x.device(), batch_norm_update_stats, acc, nullptr, running_var.data(), c, m, nullptr, 0.0, eps,
+                 invstd.data(), nullptr, nullptr);
     }
   }
 
@@ -101,7 +98,7 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, c
               Tensor ws;
               CNN_KERNEL(dy.device(), batch_norm_backward_reduce, dy.dtype(), dy.data(), data_or_null(saved_y), x.data(),
                          m, c, mean.data(), invstd.data(), activation, sum_dz.data(), sum_dz_xhat.data(),
-                         reduction_workspace(m, c, dy.device(), ws));
+                         reduction_workspace(dy.dtype(), m, c, dy.device(), ws));
               // SyncBN: the weight and bias gradients are this rank's sums; the input gradient needs
               // the sums over every rank's batch.
               Tensor input_sum_dz = sum_dz, input_sum_dz_xhat = sum_dz_xhat;

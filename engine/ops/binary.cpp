@@ -6,6 +6,7 @@
 
 #include "engine/backend.h"
 #include "engine/ops.h"
+#include "engine/ops/middle_sum.h"
 #include "engine/ops/op_checks.h"
 #include "engine/tape.h"
 #include "kernels/elementwise.h"
@@ -59,8 +60,7 @@ OperandLayout layout_of(const char* op, const Shape& operand, const Shape& out) 
 Tensor reduce_to_operand(const Tensor& full, const OperandLayout& layout, const Shape& operand_shape) {
   if (layout.index.mid == 1) return full.reshape(operand_shape);
   Tensor out = Tensor::empty(operand_shape, full.dtype(), full.device());
-  const int64_t outer = layout.outer, mid = layout.index.mid, inner = layout.index.inner;
-  CNN_KERNEL(full.device(), reduce_middle_sum, full.dtype(), full.data(), out.data(), outer, mid, inner, 1.0);
+  middle_sum(full, out, layout.outer, layout.index.mid, layout.index.inner, 1.0);
   return out;
 }
 

@@ -3,6 +3,7 @@
 // where q is the target distribution (one-hot with label smoothing, or given soft targets).
 #include "engine/backend.h"
 #include "engine/ops.h"
+#include "engine/ops/middle_sum.h"
 #include "engine/ops/op_checks.h"
 #include "engine/tape.h"
 #include "kernels/reduce.h"
@@ -46,7 +47,7 @@ Tensor cross_entropy_impl(const char* op, const Tensor& logits, const Tensor& la
              rows, cols);
   Tensor loss = Tensor::empty({}, acc, logits.device());
   const double inv_rows = rows ? 1.0 / static_cast<double>(rows) : 0.0;
-  CNN_KERNEL(logits.device(), reduce_middle_sum, acc, row_loss.data(), loss.data(), 1, rows, 1, inv_rows);
+  middle_sum(row_loss, loss, 1, rows, 1, inv_rows);
 
   const DType dt = logits.dtype();
   record_op(op, {logits}, {loss},

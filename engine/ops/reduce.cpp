@@ -5,11 +5,21 @@
 
 #include "engine/backend.h"
 #include "engine/ops.h"
+#include "engine/ops/middle_sum.h"
+#include "engine/ops/kernel_workspace.h"
 #include "engine/ops/op_checks.h"
 #include "engine/tape.h"
 #include "kernels/reduce.h"
 
 namespace cnn {
+
+void middle_sum(const Tensor& in, Tensor& out, int64_t outer, int64_t mid, int64_t inner, double scale) {
+  size_t bytes = 0;
+  if (!in.device().is_cpu()) CNN_IF_CUDA(bytes = kernels::cuda::reduce_middle_sum_workspace_bytes(in.dtype(), outer, mid, inner));
+  Tensor workspace;
+  CNN_KERNEL(in.device(), reduce_middle_sum, in.dtype(), in.data(), out.data(), outer, mid, inner, scale,
+             kernel_workspace(bytes, in.device(), workspace));
+}
 
 namespace {
 struct AxisRun {
@@ -37,10 +47,6 @@ int64_t product(const Shape& s, int first, int last) {
   int64_t p = 1;
   for (int i = first; i <= last; ++i) p *= s[i];
   return p;
-}
-
-void middle_sum(const Tensor& in, Tensor& out, int64_t outer, int64_t mid, int64_t inner, double scale) {
-  CNN_KERNEL(in.device(), reduce_middle_sum, in.dtype(), in.data(), out.data(), outer, mid, inner, scale);
 }
 
 void middle_expand(const Tensor& in, Tensor& out, int64_t outer, int64_t mid, int64_t inner, double scale) {

@@ -1,5 +1,7 @@
 // Element rules of batch norm shared by the CPU and CUDA kernels.
 #pragma once
+#include <cmath>
+
 #include "kernels/batch_norm.h"
 #include "kernels/common/host_device.h"
 
@@ -37,6 +39,22 @@ template <class A>
 CNN_HD A batch_norm_input_grad(A dz, A xhat, A invstd, A weight, A sum_dz, A sum_dz_xhat, A inv_m, bool training) {
   if (!training) return dz * weight * invstd;
   return weight * invstd * (dz - sum_dz * inv_m - xhat * sum_dz_xhat * inv_m);
+}
+
+// 1 / sqrt(var + eps), in the statistics type (sqrt is correctly rounded on both backends).
+template <class A>
+CNN_HD A batch_norm_invstd(A var, A eps) {
+  return A(1) / std::sqrt(var + eps);
+}
+
+// PyTorch's running statistics after one training batch of `count` values per channel:
+// running = (1 - momentum) running + momentum batch, with the batch's variance unbiased
+// (var * count / (count - 1)). In double, so both backends round once, the same way.
+template <class A>
+CNN_HD void batch_norm_running_update(A& running_mean, A& running_var, A mean, A var, double count, double momentum) {
+  const double unbiased = static_cast<double>(var) * (count / (count - 1.0));
+  running_mean = static_cast<A>((1.0 - momentum) * static_cast<double>(running_mean) + momentum * static_cast<double>(mean));
+  running_var = static_cast<A>((1.0 - momentum) * static_cast<double>(running_var) + momentum * unbiased);
 }
 
 }  // namespace cnn

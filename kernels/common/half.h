@@ -1,7 +1,17 @@
 // Conversions between float and the 16-bit storage types, round-to-nearest-even.
-// The same integer code runs on host and device so that CPU and CUDA produce identical bits
-// (subnormals, infinities and NaN included); it is a handful of integer operations per element,
-// negligible next to the memory traffic of the kernels that use it.
+//
+// One helper for every backend: in CUDA device code (nvcc's device pass, __CUDA_ARCH__) the
+// functions below are the hardware conversions of cuda_fp16.h / cuda_bf16.h (__float2half_rn,
+// __half2float, __float2bfloat16_rn, __bfloat162float: one instruction each); on the host (the CPU
+// backend, and the host emulation of the CUDA kernels) they are the integer code here, which
+// rounds exactly as the hardware does: to nearest, ties to even, through the subnormals, and to
+// infinity past the largest finite value. So CPU and CUDA produce the same bits for every number.
+//
+// NaN rule: a NaN converts to a NaN of the same sign. The host code keeps the payload and sets the
+// quiet bit (half: the top 10 payload bits of the float; float from half: the 10 bits shifted up), so
+// a quiet NaN survives float -> 16 bits -> float bit for bit and a signalling one comes back quiet.
+// The device instructions may return the canonical NaN (0x7fff) instead: NaN payloads are not part
+// of the CPU/CUDA agreement, NaN-ness is.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -9,6 +19,11 @@
 
 #include "kernels/common/dtype.h"
 #include "kernels/common/host_device.h"
+
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
 
 namespace cnn {
 
@@ -24,6 +39,9 @@ CNN_HD float bits_float(uint32_t u) {
 }
 
 CNN_HD uint16_t float_to_half_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __half_as_ushort(__float2half_rn(f));
+#else
   const uint32_t x = float_bits(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t a = x & 0x7fffffffu;
@@ -47,9 +65,13 @@ CNN_HD uint16_t float_to_half_bits(float f) {
   const uint32_t rem = r & 0x1fffu;
   if (rem > 0x1000u || (rem == 0x1000u && (q & 1u))) ++q;  // a carry into the exponent is correct
   return static_cast<uint16_t>(sign | q);
+#endif
 }
 
 CNN_HD float half_bits_to_float(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  return __half2float(__ushort_as_half(h));
+#else
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t e = (h >> 10) & 0x1fu;
   const uint32_t m = h & 0x3ffu;
@@ -59,15 +81,26 @@ CNN_HD float half_bits_to_float(uint16_t h) {
   }
   if (e == 31) return bits_float(sign | 0x7f800000u | (m << 13));
   return bits_float(sign | ((e + 112u) << 23) | (m << 13));
+#endif
 }
 
 CNN_HD uint16_t float_to_bf16_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+#else
   const uint32_t x = float_bits(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet nan
   return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+#endif
 }
 
-CNN_HD float bf16_bits_to_float(uint16_t b) { return bits_float(static_cast<uint32_t>(b) << 16); }
+CNN_HD float bf16_bits_to_float(uint16_t b) {
+#if defined(__CUDA_ARCH__)
+  return __bfloat162float(__ushort_as_bfloat16(b));
+#else
+  return bits_float(static_cast<uint32_t>(b) << 16);
+#endif
+}
 
 // Arithmetic type used for a storage type: double for double, float for everything else.
 template <class T>

@@ -48,6 +48,25 @@ void batch_norm_stats(DType dt, const void* x, int64_t m, int64_t c, void* mean_
   });
 }
 
+void batch_norm_update_stats(DType acc, const void* mean, const void* var, int64_t c, int64_t m, const void* count,
+                             double momentum, double eps, void* invstd, void* running_mean, void* running_var, Stream) {
+  CNN_CHECK(acc == DType::f32 || acc == DType::f64, "batch_norm_update_stats: statistics are f32 or f64, got ",
+            dtype_name(acc));
+  auto update = [&](auto tag) {
+    using A = decltype(tag);
+    const A *mu = static_cast<const A*>(mean), *v = static_cast<const A*>(var), *n = static_cast<const A*>(count);
+    A *inv = static_cast<A*>(invstd), *rm = static_cast<A*>(running_mean), *rv = static_cast<A*>(running_var);
+    for (int64_t ch = 0; ch < c; ++ch) {
+      inv[ch] = batch_norm_invstd<A>(v[ch], static_cast<A>(eps));
+      if (rm)
+        batch_norm_running_update<A>(rm[ch], rv[ch], mu[ch], v[ch], n ? static_cast<double>(n[ch]) : static_cast<double>(m),
+                                     momentum);
+    }
+  };
+  if (acc == DType::f64) update(double{});
+  else update(float{});
+}
+
 void batch_norm_forward(DType dt, const void* x, int64_t m, int64_t c, const void* mean, const void* invstd,
                         const void* weight, const void* bias, const void* residual, BatchNormActivation act, void* y,
                         void* /*workspace*/, Stream) {

@@ -8,7 +8,8 @@
 
 namespace cnn::kernels::cpu {
 
-void reduce_middle_sum(DType dt, const void* x, void* y, int64_t outer, int64_t mid, int64_t inner, double scale, Stream) {
+void reduce_middle_sum(DType dt, const void* x, void* y, int64_t outer, int64_t mid, int64_t inner, double scale,
+                       void* /*workspace*/, Stream) {
   dispatch_floating(dt, "reduce_middle_sum", [&](auto tag) {
     using T = decltype(tag);
     using C = compute_t<T>;

@@ -33,6 +33,41 @@ inline void check_launch(const char* kernel) {
 }
 #endif
 
+// Streaming multiprocessors of the device, read once from its attributes (the first device a kernel
+// runs on; the machines this engine targets hold identical GPUs). Under emulation a small fixed
+// number, so that the two-stage reductions still split their rows.
+#ifdef CNN_CUDA_EMULATION
+inline int sm_count() { return 2; }
+#else
+inline int sm_count() {
+  static const int count = [] {
+    int device = 0, sms = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms < 1) {
+      (void)cudaGetLastError();  // clear the error: fall back to an H100/H200's count
+      sms = 132;
+    }
+    return sms;
+  }();
+  return count;
+}
+#endif
+
+// Blocks that fill the device: 4 per SM keeps every SM busy while the others' blocks wait on memory.
+inline int64_t filling_blocks() { return 4 * static_cast<int64_t>(sm_count()); }
+
+// How many parts to split `rows` into so that `blocks_per_split` x parts blocks fill the device,
+// each part keeping at least `min_rows` rows (so the partial results stay small against the input),
+// and at most kMaxRowSplits parts (the second, fixed-order pass adds that many per output).
+constexpr int64_t kMaxRowSplits = 1024;
+inline int64_t row_splits(int64_t rows, int64_t blocks_per_split, int64_t min_rows) {
+  int64_t splits = (filling_blocks() + blocks_per_split - 1) / (blocks_per_split < 1 ? 1 : blocks_per_split);
+  const int64_t most = (rows + min_rows - 1) / (min_rows < 1 ? 1 : min_rows);
+  if (splits > most) splits = most;
+  if (splits > kMaxRowSplits) splits = kMaxRowSplits;
+  return splits < 1 ? 1 : splits;
+}
+
 // Blocks for a grid-stride loop over n elements with `threads` threads per block.
 inline unsigned grid_for(int64_t n, int threads) {
   int64_t blocks = (n + threads - 1) / threads;

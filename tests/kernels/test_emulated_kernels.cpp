@@ -105,20 +105,32 @@ CNN_EMULATED_TEST_CASE("cast, fill and random fill match the CPU bit for bit", "
   }
 }
 
-// sum and mean over axes, and global average pooling (a mean over H and W).
-CNN_EMULATED_TEST_CASE("middle-axis sums, both kernel shapes, and their expansion", "sum", "mean",
+// sum and mean over axes, and global average pooling (a mean over H and W). Column sums over NHWC
+// (outer 1, mid N*H*W, inner C) and long rows reduce in two stages: per-split partial sums in a
+// workspace (poisoned with NaN here, so a partial that is read but never written fails), then a
+// fixed-order pass. Shapes: inner not a multiple of the 32-wide tile, mid not a multiple of the
+// split, tiny and large.
+CNN_EMULATED_TEST_CASE("middle-axis sums, both kernel shapes, one and two stages, and their expansion", "sum", "mean",
                        "global_avg_pool2d") {
   struct Shape3 {
     int64_t outer, mid, inner;
+    bool two_stage;  // whether the emulated grid splits the rows
   };
-  const Shape3 shapes[] = {{1, 1000, 1}, {5, 77, 1}, {2, 50, 70}, {1, 7, 33}, {3, 1, 40}};
+  const Shape3 shapes[] = {{1, 1000, 1, true},  {5, 77, 1, false},  {2, 50, 70, true},  {1, 7, 33, true},
+                           {3, 1, 40, false},   {1, 1, 1, false},   {1, 3001, 70, true}, {1, 2049, 33, true},
+                           {2, 999, 5, true},   {1, 20000, 1, true}, {1, 4000, 64, true}};
   for (DType dt : kFloatTypes) {
     for (const Shape3& s : shapes) {
+      INFO("[" << s.outer << ", " << s.mid << ", " << s.inner << "]");
       const int64_t n = s.outer * s.mid * s.inner, m = s.outer * s.inner;
       const Buffer x = random_buffer(dt, n, 7);
       Buffer y_cpu(dt, m), y_emu(dt, m);
-      cpu::reduce_middle_sum(dt, x.data(), y_cpu.data(), s.outer, s.mid, s.inner, 0.5);
-      emu::reduce_middle_sum(dt, x.data(), y_emu.data(), s.outer, s.mid, s.inner, 0.5, nullptr);
+      const size_t workspace_bytes = emu::reduce_middle_sum_workspace_bytes(dt, s.outer, s.mid, s.inner);
+      CHECK((workspace_bytes > 0) == s.two_stage);
+      std::vector<uint8_t> workspace(workspace_bytes, 0xff);  // 0xff... is a NaN in float and double
+      cpu::reduce_middle_sum(dt, x.data(), y_cpu.data(), s.outer, s.mid, s.inner, 0.5, nullptr);
+      emu::reduce_middle_sum(dt, x.data(), y_emu.data(), s.outer, s.mid, s.inner, 0.5,
+                             workspace.empty() ? nullptr : workspace.data(), nullptr);
       // Sums in a different order: allow the accumulated rounding of mid terms.
       if (dt == DType::f32) {
         const auto g = y_emu.values(), w = y_cpu.values();

@@ -107,12 +107,16 @@ TEST_CASE("profile: a run with [log] profile_steps writes the three files, and t
   CHECK(profile["first_step"] == 3);
   CHECK(profile["device"] == "cpu");
   CHECK(profile["times"] == "wall_clock");
-  // The gradient hook runs once in each step: from its call in step 2 to its call in step 6 is four
-  // whole steps of the loop, as the run measured them itself.
-  const double measured_ms = std::chrono::duration<double, std::milli>(at_step[5] - at_step[1]).count();
+  // The gradient hook runs once in each step (at_step[k] in step k + 1). The four profiled steps run
+  // back to back, so they hold the time from the hook of step 3 to that of step 6 (less the loop's few
+  // instructions between steps) and lie inside the time from the hook of step 2 to that of step 7.
+  // Bounds rather than a tolerance: they hold however busy the machine is.
+  const auto ms = [&](int from, int to) { return std::chrono::duration<double, std::milli>(at_step[to] - at_step[from]).count(); };
   const double table_ms = 4 * profile["step_ms"].get<double>();
-  MESSAGE("4 steps: " << table_ms << " ms in the profile, " << measured_ms << " ms between the hook's calls");
-  CHECK(table_ms == doctest::Approx(measured_ms).epsilon(0.05));
+  MESSAGE("4 steps: " << table_ms << " ms in the profile; hooks of steps 3 to 6 " << ms(2, 5) << " ms, of steps 2 to 7 " << ms(1, 6)
+                      << " ms");
+  CHECK(table_ms <= ms(1, 6));
+  CHECK(table_ms >= 0.98 * ms(2, 5));
 
   const json& phases = profile["phases"];
   for (const char* phase : {"step", "data wait", "input upload", "forward", "backward", "unscale", "optimizer step"})

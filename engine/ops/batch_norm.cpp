@@ -23,7 +23,7 @@ void check_channel_tensor(const char* what, const Tensor& t, const Tensor& x, DT
 void* data_or_null(const Tensor& t) { return t.defined() ? t.data() : nullptr; }
 
 // Scratch for the CUDA reductions' per-block partial sums (engine/ops/kernel_workspace.h).
-void* reduction_workspace(DType dt, [[maybe_unused]] int64_t m, [[maybe_unused]] int64_t c, const Device& device,
+void* reduction_workspace([[maybe_unused]] DType dt, [[maybe_unused]] int64_t m, [[maybe_unused]] int64_t c, const Device& device,
                           Tensor& holder) {
   size_t bytes = 0;
   if (!device.is_cpu()) CNN_IF_CUDA(bytes = kernels::cuda::batch_norm_workspace_bytes(dt, m, c));

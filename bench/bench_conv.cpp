@@ -113,25 +113,12 @@ std::vector<ConvShape> read_shapes(const std::string& path) {
 }
 
 ConvGeometry geometry(const ConvShape& s, int64_t batch) {
-  ConvGeometry g;
-  g.n = batch;
-  g.h = s.h;
-  g.w = s.w;
-  g.c = s.c;
-  g.o = s.o;
-  g.kh = s.kh;
-  g.kw = s.kw;
-  g.stride_h = g.stride_w = s.stride;
-  g.pad_h = g.pad_w = s.pad;
-  g.dilation_h = g.dilation_w = s.dilation;
-  g.groups = s.groups;
-  g.oh = window_output_size(s.h, s.kh, s.stride, s.pad, s.dilation, false);
-  g.ow = window_output_size(s.w, s.kw, s.stride, s.pad, s.dilation, false);
-  return g;
+  return kernels::square_conv_geometry(batch, s.h, s.w, s.c, s.o, s.kh, s.kw, s.stride, s.pad, s.dilation, s.groups);
 }
 
 struct Options {
   std::string set = "all", shapes_file, json = "bench_conv.json";
+  CpuConvolutions cpu_convolutions = ::cnn::cpu_convolutions();  // the build's default
   std::vector<int64_t> batches;
   Device device;
   DType dtype = DType::f32;
@@ -142,7 +129,7 @@ struct Options {
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr, "bench_conv: %s\nusage: bench_conv [--set resnet50|efficientnet_b0|all|none] [--batch 32,256] "
                "[--shapes FILE] [--device cpu|cuda[:N]] [--dtype f32|f16|bf16] [--repeats R] [--warmup W] [--benchmark] [--deterministic] [--tf32] "
-               "[--json OUT] [--limit K]\n", problem.c_str());
+               "[--cpu-convolutions onednn|reference] [--json OUT] [--limit K]\n", problem.c_str());
   std::exit(2);
 }
 
@@ -166,6 +153,7 @@ Options parse(int argc, char** argv) {
       else if (flag == "--repeats") o.repeats = std::stoi(v);
       else if (flag == "--warmup") o.warmup = std::stoi(v);
       else if (flag == "--limit") o.limit = std::stoi(v);
+      else if (flag == "--cpu-convolutions") o.cpu_convolutions = parse_cpu_convolutions(v);
       else if (flag == "--batch") {
         std::istringstream list(v);
         std::string item;
@@ -197,6 +185,7 @@ int main(int argc, char** argv) {
     cuda::set_cudnn_benchmark(opt.benchmark);
     cuda::set_cudnn_deterministic(opt.deterministic);
     cuda::set_allow_tf32(opt.tf32);
+    set_cpu_convolutions(opt.cpu_convolutions);
     const bool on_gpu = opt.device.is_cuda();
     const auto sync = [&] {
       if (on_gpu) cuda::synchronize(opt.device.index);
@@ -205,9 +194,12 @@ int main(int argc, char** argv) {
     nlohmann::json results = nlohmann::json::array();
     const std::string choice = std::string(opt.benchmark ? "measured" : "heuristic") + (opt.deterministic ? ", deterministic" : "") +
                              (opt.dtype == DType::f32 ? (opt.tf32 ? ", TF32 allowed" : ", FMA math (no TF32)") : "");
-    std::printf("device %s, dtype %s, %s algorithm choice\n", opt.device.str().c_str(), dtype_name(opt.dtype), choice.c_str());
+    std::printf("device %s, dtype %s, %s algorithm choice%s\n", opt.device.str().c_str(), dtype_name(opt.dtype), choice.c_str(),
+                on_gpu ? "" : (std::string(", CPU convolutions: ") + cpu_convolutions_name(opt.cpu_convolutions)).c_str());
     std::printf("%-28s %5s %9s %9s %9s %8s %8s %8s  %s\n", "layer", "batch", "fwd ms", "bwd-d ms", "bwd-f ms", "fwd TF/s",
-                "bwd-d TF", "bwd-f TF", on_gpu ? "algorithms (fwd/bwd-d/bwd-f), workspace MiB" : "GEMM share, GEMM GFLOP/s");
+                "bwd-d TF", "bwd-f TF", on_gpu ? "algorithms (fwd/bwd-d/bwd-f), workspace MiB"
+                : opt.cpu_convolutions == CpuConvolutions::onednn ? "implementations (fwd/bwd-d/bwd-f)"
+                                                                : "GEMM share, GEMM GFLOP/s");
     for (int64_t batch : opt.batches) {
       for (const ConvShape& s : shapes) {
         const ConvGeometry g = geometry(s, batch);
@@ -239,7 +231,8 @@ int main(int argc, char** argv) {
           std::string algos;
           for (auto d : {ConvDirection::forward, ConvDirection::backward_data, ConvDirection::backward_filter}) {
             ws_max = std::max(ws_max, cudnn_conv::workspace_bytes(d, opt.dtype, g, dev));
-            algos += (algos.empty() ? "" : "/") + cudnn_conv::algorithm(d, opt.dtype, g, dev);
+            if (!algos.empty()) algos += '/';
+            algos += cudnn_conv::algorithm(d, opt.dtype, g, dev);
           }
           char buf[160];
           std::snprintf(buf, sizeof buf, "%s, %.1f", algos.c_str(), ws_max / 1048576.0);
@@ -248,13 +241,23 @@ int main(int argc, char** argv) {
           row["workspace_bytes"] = ws_max;
 #endif
         } else {
-          t_fwd = median_seconds([&] { kernels::cpu::conv2d_forward(opt.dtype, g, x.data(), w.data(), y.data()); }, sync,
-                                 opt.warmup, opt.repeats);
-          t_bd = median_seconds([&] { kernels::cpu::conv2d_backward_data(opt.dtype, g, dy.data(), w.data(), dx.data()); },
+          // As the conv2d op runs them: oneDNN or the reference ([train] cpu_convolutions).
+          using kernels::ConvDirection;
+          t_fwd = median_seconds([&] { run_cpu_convolution(ConvDirection::forward, opt.dtype, g, x.data(), w.data(), y.data()); },
+                                 sync, opt.warmup, opt.repeats);
+          t_bd = median_seconds([&] { run_cpu_convolution(ConvDirection::backward_data, opt.dtype, g, dy.data(), w.data(), dx.data()); },
                                 sync, opt.warmup, opt.repeats);
-          t_bf = median_seconds([&] { kernels::cpu::conv2d_backward_filter(opt.dtype, g, x.data(), dy.data(), dw.data()); },
+          t_bf = median_seconds([&] { run_cpu_convolution(ConvDirection::backward_filter, opt.dtype, g, x.data(), dy.data(), dw.data()); },
                                 sync, opt.warmup, opt.repeats);
-          if (g.group_in() > 1 || g.groups == 1) {
+          std::string implementations;
+          for (auto d : {ConvDirection::forward, ConvDirection::backward_data, ConvDirection::backward_filter}) {
+            if (!implementations.empty()) implementations += '/';
+            implementations += cpu_convolution_implementation(d, opt.dtype, g);
+          }
+          row["implementations"] = implementations;
+          if (opt.cpu_convolutions == CpuConvolutions::onednn) {
+            extra = implementations;
+          } else if (g.group_in() > 1 || g.groups == 1) {
             // The forward's GEMMs alone, on a ready column matrix: [N*OH*OW, K] x [Og, K]^T per group.
             const int64_t k = g.kh * g.kw * g.group_in(), rows = g.n * g.oh * g.ow, og = g.group_out();
             const Tensor col = Tensor::uniform({rows, k}, -1, 1, 4, opt.dtype);

@@ -40,6 +40,7 @@ namespace {
 
 struct Options {
   std::string model = "resnet50", precision = "fp32", device = "cpu", json = "bench_train.json";
+  std::string cpu_convolutions = "auto";
   int64_t batch = 32, image_size = 0;
   int steps = 10, warmup = 3, workers = 2, threads = 0;
   size_t rows = 15;
@@ -58,7 +59,7 @@ train::TrainSettings settings_for(const Options& o, const ModelInfo& info) {
       "data.path=synthetic",  // never opened: the images are made here
       "data.batch_size=" + std::to_string(o.batch), "data.image_size=" + std::to_string(o.image_size), "data.workers=" + std::to_string(o.workers),
       "data.mean=" + mean, "data.std=" + std, "precision.mode=" + o.precision, "train.device=" + o.device,
-      "train.threads=" + std::to_string(o.threads), "log.level=quiet"};
+      "train.threads=" + std::to_string(o.threads), "train.cpu_convolutions=" + o.cpu_convolutions, "log.level=quiet"};
   return train::from_config(train::Config::parse("", "bench_train", keys));
 }
 
@@ -139,6 +140,7 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", o.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
   app.add_option("--workers", o.workers, "loader worker threads ([data] workers)")->check(CLI::NonNegativeNumber);
   app.add_option("--threads", o.threads, "CPU threads of the CPU backend (0: all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("--cpu-convolutions", o.cpu_convolutions, "f32 CPU convolutions: auto, onednn or reference ([train] cpu_convolutions)");
   app.add_option("--rows", o.rows, "rows of each table shown (profile.json-like output in --json has all)");
   app.add_option("--json", o.json, "JSON output file");
   CLI11_PARSE(app, argc, argv);
@@ -147,8 +149,7 @@ int main(int argc, char** argv) {
     if (o.image_size <= 0) o.image_size = info.input_size;
     const train::TrainSettings settings = settings_for(o, info);
     const Device& device = settings.compute.device;
-    set_cpu_threads(settings.compute.threads);
-    cuda::set_cudnn_benchmark(settings.compute.cudnn_benchmark);
+    train::configure_backend(settings.compute);
     train::Console console(std::cerr, train::LogLevel::quiet, train::ProgressMode::lines, false);
     train::RunLog log(console, {});
     train::TrainingData data = train::open_training_data(settings, log, synthetic_images(o, info, 4));

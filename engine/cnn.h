@@ -2,6 +2,7 @@
 #pragma once
 #include "engine/allocator.h"
 #include "engine/config.h"
+#include "engine/cpu_convolutions.h"
 #include "engine/cpu_threads.h"
 #include "engine/cuda_context.h"
 #include "engine/device.h"

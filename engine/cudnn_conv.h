@@ -13,7 +13,7 @@
 namespace cnn::cudnn_conv {
 
 using kernels::ConvGeometry;
-using kernels::cuda::ConvDirection;
+using kernels::ConvDirection;
 
 // `first`, `second`, `out` in cuDNN's order (kernels/conv.h): forward (x, w -> y), backward_data
 // (dy, w -> dx), backward_filter (x, dy -> dw); device memory of `device`, used on its current stream.

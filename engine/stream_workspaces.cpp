@@ -23,4 +23,13 @@ size_t StreamWorkspaces::count() const {
   return by_stream_.size();
 }
 
+void StreamWorkspaces::release(Allocator& allocator) {
+  std::map<void*, void*> taken;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    taken.swap(by_stream_);
+  }
+  for (const auto& [stream, block] : taken) allocator.deallocate(block, bytes_);  // no lock held, as in get()
+}
+
 }  // namespace cnn

@@ -21,6 +21,9 @@ class StreamWorkspaces {
   void* get(void* stream, Allocator& allocator);
   size_t bytes() const { return bytes_; }
   size_t count() const;
+  // Gives every buffer back to `allocator` (the one get() took them from). The CUDA context keeps
+  // its workspaces for the life of the process; owners with a shorter life call this before they go.
+  void release(Allocator& allocator);
 
  private:
   const size_t bytes_;

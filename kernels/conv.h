@@ -1,6 +1,6 @@
 // 2-D convolution in NHWC with weights [O, KH, KW, C/groups] (cuDNN's NHWC filter layout).
 // CPU: im2col + GEMM per sample and group (OpenBLAS), a direct loop when every group has one input
-// channel (depthwise). CUDA: cuDNN, with the algorithm ranking and descriptors cached per (geometry,
+// channel (depthwise); f32 through oneDNN when it is built (kernels/cpu/conv_onednn.h). CUDA: cuDNN, with the algorithm ranking and descriptors cached per (geometry,
 // dtype, direction, policy).
 #pragma once
 #include <cstddef>
@@ -11,6 +11,7 @@
 
 #include "kernels/common/algorithm_ranking.h"
 #include "kernels/common/dtype.h"
+#include "kernels/common/window.h"
 
 namespace cnn::kernels {
 
@@ -25,6 +26,27 @@ struct ConvGeometry {
   int64_t group_out() const { return o / groups; }
 };
 
+// The geometry of a convolution with the same stride, padding and dilation along both axes, its
+// output size as PyTorch computes it (benchmarks and tests describe their shapes this way).
+inline ConvGeometry square_conv_geometry(int64_t n, int64_t h, int64_t w, int64_t c, int64_t o, int64_t kh, int64_t kw,
+                                         int stride, int pad, int dilation = 1, int groups = 1) {
+  ConvGeometry g;
+  g.n = n;
+  g.h = h;
+  g.w = w;
+  g.c = c;
+  g.o = o;
+  g.kh = kh;
+  g.kw = kw;
+  g.stride_h = g.stride_w = stride;
+  g.pad_h = g.pad_w = pad;
+  g.dilation_h = g.dilation_w = dilation;
+  g.groups = groups;
+  g.oh = window_output_size(h, kh, stride, pad, dilation, false);
+  g.ow = window_output_size(w, kw, stride, pad, dilation, false);
+  return g;
+}
+
 // Algorithm choice on CUDA: the cuDNN heuristic, or measured (cudnnFind) with `benchmark`, like
 // torch.backends.cudnn.benchmark; with `deterministic`, only algorithms cuDNN reports as
 // deterministic (no atomics: bitwise-equal results run to run), like torch.backends.cudnn.deterministic.
@@ -36,6 +58,9 @@ struct ConvAlgoPolicy {
   bool deterministic = false;
   bool allow_tf32 = false;
 };
+
+// The three passes of a convolution, in every backend.
+enum class ConvDirection { forward, backward_data, backward_filter };
 
 // The CPU kernels. Their trailing parameters (cuDNN's resources) are ignored and defaulted.
 #define CNN_CONV_KERNELS(...)                                                                                          \
@@ -56,7 +81,6 @@ int64_t set_im2col_budget_bytes(int64_t bytes);
 // cuDNN, in two steps so that the engine can walk down the ranking with workspaces from its own
 // allocator (engine/cudnn_conv.h): the ranking of a call, then one entry of it run.
 namespace cuda {
-enum class ConvDirection { forward, backward_data, backward_filter };
 
 // The memory of one convolution in cuDNN's order: forward (x, w -> y), backward_data (dy, w -> dx),
 // backward_filter (x, dy -> dw), and a workspace.

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "engine/cpu_threads.h"
+#include "engine/cuda_context.h"
 #include "engine/error.h"
 #include "train/eval_support.h"
 
@@ -57,9 +59,19 @@ Device training_device(const Config& config, const distributed::World& world) {
   return device;
 }
 
+CpuConvolutions cpu_convolutions_setting(const Config& config) {
+  const std::string& text = config.text("train.cpu_convolutions");
+  if (text == "auto") return onednn_available() ? CpuConvolutions::onednn : CpuConvolutions::reference;
+  CNN_CHECK(text != "onednn" || onednn_available(), config.origin("train.cpu_convolutions"),
+            ": cpu_convolutions = onednn, but this build of cnn has no oneDNN: install libdnnl-dev (Debian) and "
+            "rebuild, or set auto or reference");
+  return parse_cpu_convolutions(text);
+}
+
 ComputeSettings compute_settings(const Config& config, const distributed::World& world) {
   return {.device = training_device(config, world),
           .threads = static_cast<int>(config.integer("train.threads")),
+          .cpu_convolutions = cpu_convolutions_setting(config),
           .cudnn_benchmark = config.boolean("train.cudnn_benchmark"),
           .deterministic = config.boolean("train.deterministic"),
           .tf32 = config.boolean("precision.tf32"),
@@ -216,6 +228,17 @@ TrainSettings from_config(const Config& config, const distributed::World& world)
                           .timeout_seconds = config.real("distributed.timeout_s")};
   settings.resolved_ini = config.to_ini();
   return settings;
+}
+
+void configure_backend(const ComputeSettings& compute) {
+  if (compute.device.is_cuda()) cuda::require_device(compute.device.index);
+  set_cpu_threads(compute.threads);
+  set_cpu_convolutions(compute.cpu_convolutions);
+  cuda::set_cudnn_benchmark(compute.cudnn_benchmark);
+  // The CPU backend and the project's CUDA kernels are deterministic for a given thread count; on a
+  // GPU, cuDNN must also be kept to its deterministic algorithms.
+  cuda::set_cudnn_deterministic(compute.deterministic);
+  cuda::set_allow_tf32(compute.tf32);
 }
 
 }  // namespace cnn::train

@@ -11,6 +11,7 @@
 #include "data/batch_augment.h"
 #include "data/loader.h"
 #include "data/transforms.h"
+#include "engine/cpu_convolutions.h"
 #include "engine/device.h"
 #include "engine/distributed/world.h"
 #include "engine/dtype.h"
@@ -31,6 +32,7 @@ namespace cnn::train {
 struct ComputeSettings {
   Device device = Device::cpu();
   int threads = 0;  // CPU threads (0: all cores)
+  CpuConvolutions cpu_convolutions = CpuConvolutions::reference;  // [train] cpu_convolutions, auto resolved
   bool cudnn_benchmark = true;
   bool deterministic = false;
   bool tf32 = false;  // [precision] tf32: TF32 tensor cores for f32 convolutions and GEMMs
@@ -185,5 +187,9 @@ std::vector<ResumeKey> resume_keys(const Config& config);
 // cuda:<local rank>, each rank's loader takes its shard, and the linear scaling rule counts the
 // global batch (batch size x accumulate x world size).
 TrainSettings from_config(const Config& config, const distributed::World& world = {});
+
+// The backend's process-wide switches from `compute`: the CUDA device, the CPU threads and
+// convolutions, cuDNN's algorithm choice, TF32 math.
+void configure_backend(const ComputeSettings& compute);
 
 }  // namespace cnn::train

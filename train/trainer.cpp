@@ -53,18 +53,6 @@ std::string format_seconds(double seconds) {
   return out.str();
 }
 
-// The backend's process-wide switches: the CUDA device, the CPU threads, cuDNN's algorithm choice,
-// TF32 math.
-void configure_backend(const ComputeSettings& compute) {
-  if (compute.device.is_cuda()) cuda::require_device(compute.device.index);
-  set_cpu_threads(compute.threads);
-  cuda::set_cudnn_benchmark(compute.cudnn_benchmark);
-  // The CPU backend and the project's CUDA kernels are deterministic for a given thread count; on a
-  // GPU, cuDNN must also be kept to its deterministic algorithms.
-  cuda::set_cudnn_deterministic(compute.deterministic);
-  cuda::set_allow_tf32(compute.tf32);
-}
-
 // One epoch as it runs: where it stands, and its running totals.
 struct EpochProgress {
   int64_t epoch = 0;  // 0-based

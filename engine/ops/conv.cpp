@@ -1,7 +1,9 @@
 // conv2d in NHWC: validation, output size as PyTorch computes it, dispatch to the CPU kernels
-// (im2col + GEMM, direct depthwise) or cuDNN, bias added as a broadcast over the channel axis.
+// (oneDNN for f32 where the build has it and cpu_convolutions() says so; else im2col + GEMM, direct
+// depthwise) or cuDNN, bias added as a broadcast over the channel axis.
 // Backward: dx by backward-data, dW by backward-filter, db by summing dy over N, OH, OW.
 #include "engine/backend.h"
+#include "engine/cpu_convolutions.h"
 #include "engine/cudnn_conv.h"
 #include "engine/ops.h"
 #include "engine/ops/op_checks.h"
@@ -59,28 +61,29 @@ void check_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dO
 
 using cudnn_conv::ConvDirection;
 
-// Each direction: the CPU kernel, or cuDNN through engine/cudnn_conv.h (ranking, workspace, walk-down).
+// One pass on the tensors' device, profiled as CNN_KERNEL's calls are.
+void run_pass(const char* name, ConvDirection direction, const ConvGeometry& g, const Tensor& first,
+              const Tensor& second, Tensor& out) {
+  const profiler::Scope span(name, profiler::Category::op, first.device());
+  if (first.device().is_cpu()) run_cpu_convolution(direction, first.dtype(), g, first.data(), second.data(), out.data());
+  else cudnn_conv::run(direction, first.dtype(), g, first.device(), first.data(), second.data(), out.data());
+}
+
 Tensor conv_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w) {
   Tensor y = Tensor::empty({g.n, g.oh, g.ow, g.o}, x.dtype(), x.device());
-  const profiler::Scope span("conv2d_forward", profiler::Category::op, x.device());  // as CNN_KERNEL's calls are
-  if (x.device().is_cpu()) kernels::cpu::conv2d_forward(x.dtype(), g, x.data(), w.data(), y.data());
-  else cudnn_conv::run(ConvDirection::forward, x.dtype(), g, x.device(), x.data(), w.data(), y.data());
+  run_pass("conv2d_forward", ConvDirection::forward, g, x, w, y);
   return y;
 }
 
 Tensor conv_backward_data(const ConvGeometry& g, const Tensor& dy, const Tensor& w) {
   Tensor dx = Tensor::empty({g.n, g.h, g.w, g.c}, dy.dtype(), dy.device());
-  const profiler::Scope span("conv2d_backward_data", profiler::Category::op, dy.device());  // as CNN_KERNEL's calls are
-  if (dy.device().is_cpu()) kernels::cpu::conv2d_backward_data(dy.dtype(), g, dy.data(), w.data(), dx.data());
-  else cudnn_conv::run(ConvDirection::backward_data, dy.dtype(), g, dy.device(), dy.data(), w.data(), dx.data());
+  run_pass("conv2d_backward_data", ConvDirection::backward_data, g, dy, w, dx);
   return dx;
 }
 
 Tensor conv_backward_filter(const ConvGeometry& g, const Tensor& x, const Tensor& dy) {
   Tensor dw = Tensor::empty({g.o, g.kh, g.kw, g.group_in()}, dy.dtype(), dy.device());
-  const profiler::Scope span("conv2d_backward_filter", profiler::Category::op, dy.device());  // as CNN_KERNEL's calls are
-  if (dy.device().is_cpu()) kernels::cpu::conv2d_backward_filter(dy.dtype(), g, x.data(), dy.data(), dw.data());
-  else cudnn_conv::run(ConvDirection::backward_filter, dy.dtype(), g, dy.device(), x.data(), dy.data(), dw.data());
+  run_pass("conv2d_backward_filter", ConvDirection::backward_filter, g, x, dy, dw);
   return dw;
 }
 }  // namespace

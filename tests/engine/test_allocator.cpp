@@ -172,7 +172,9 @@ TEST_CASE("blocks split and merge, so other shapes reuse the same segment") {
     void* small = alloc.allocate(12 * MiB);
     alloc.deallocate(big, 0);
     alloc.deallocate(small, 0);
-    CHECK(alloc.allocate(11 * MiB) == small);
+    void* fit = alloc.allocate(11 * MiB);
+    CHECK(fit == small);
+    alloc.deallocate(fit, 0);
   }
   SUBCASE("empty_cache gives back only segments nothing uses") {
     void* a = alloc.allocate(1000);
@@ -327,6 +329,10 @@ TEST_CASE("stream workspaces: one per stream, and the allocator is called with n
   CHECK(workspaces.count() == kStreams + 1);
   CHECK(allocator.allocations - allocator.deallocations == kStreams + 1);  // the losers gave theirs back
   CHECK(std::set<void*>(seen[0].begin(), seen[0].end()).size() == kStreams);
+  workspaces.release(allocator);
+  CHECK(workspaces.count() == 0);
+  CHECK(allocator.allocations == allocator.deallocations);
+  CHECK(inner.stats().in_use == 0);
 }
 
 TEST_CASE("host allocator statistics follow tensors") {

@@ -1,0 +1,222 @@
+// f32 NHWC convolutions on the CPU through oneDNN: forward, backward-data and backward-weights
+// primitives, the CPU counterpart of cuDNN. What it computes is what kernels/cpu/conv.cpp computes
+// (that im2col + OpenBLAS path stays the reference, the f64 oracle and the fallback).
+//
+// How: one primitive per (direction, geometry, thread count), created on first use and kept (oneDNN's
+// JIT kernels are generated for the thread count they will run on). Activations stay in our NHWC
+// layout; the weights are given to the primitive in the blocked layout it prefers, by a reorder from
+// (or, for backward-weights, to) our [O, KH, KW, C/groups] layout on every call, since they change
+// every step. Each call brings its own scratchpad (oneDNN's user scratchpad mode), so calls from
+// several threads need no lock beyond the cache's. A geometry for which oneDNN has only its reference
+// implementation ("ref:...", slower than im2col + GEMM) is declined, and so is any dtype but f32.
+#include "kernels/cpu/conv_onednn.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include "kernels/common/error.h"
+
+namespace cnn::kernels::cpu {
+
+namespace {
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+int current_threads() {
+#if defined(_OPENMP)
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// Everything that selects a primitive.
+struct Key {
+  ConvDirection direction;
+  std::array<int64_t, 16> geometry;
+  int threads;
+  auto operator<=>(const Key&) const = default;
+};
+
+Key key_of(ConvDirection direction, const ConvGeometry& g) {
+  return {direction,
+          {g.n, g.h, g.w, g.c, g.o, g.kh, g.kw, g.oh, g.ow, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h,
+           g.dilation_w, g.groups},
+          current_threads()};
+}
+
+// A primitive ready to run, or the reason oneDNN was declined for its key.
+struct Prepared {
+  std::string declined;  // "" when usable
+  std::string implementation;
+  dnnl::primitive primitive;
+  memory::desc user_weights, primitive_weights;
+  dnnl::reorder weight_reorder;  // user -> primitive (forward, backward-data) or back (backward-weights)
+  bool reorders = false;
+  memory::desc scratchpad;
+};
+
+memory::desc activations(int64_t n, int64_t c, int64_t h, int64_t w) {
+  return memory::desc({n, c, h, w}, memory::data_type::f32, Tag::nhwc);
+}
+
+memory::desc weights(const ConvGeometry& g, Tag tag) {
+  if (g.groups == 1) return memory::desc({g.o, g.c, g.kh, g.kw}, memory::data_type::f32, tag == Tag::any ? tag : Tag::ohwi);
+  return memory::desc({g.groups, g.group_out(), g.group_in(), g.kh, g.kw}, memory::data_type::f32,
+                      tag == Tag::any ? tag : Tag::gohwi);
+}
+
+// oneDNN takes the padding on both sides; PyTorch's floor division of the output size leaves the
+// right-hand padding implied (it may be less than the left, or negative when the last rows are never
+// reached), so it is computed from the output size.
+int64_t right_padding(int64_t in, int64_t out, int64_t kernel, int stride, int pad, int dilation) {
+  return (out - 1) * stride + (kernel - 1) * dilation + 1 - in - pad;
+}
+
+std::unique_ptr<Prepared> prepare(ConvDirection direction, const ConvGeometry& g) {
+  auto p = std::make_unique<Prepared>();
+  const memory::desc src = activations(g.n, g.c, g.h, g.w), dst = activations(g.n, g.o, g.oh, g.ow);
+  const memory::desc any_weights = weights(g, Tag::any);
+  p->user_weights = weights(g, Tag::ohwi);
+  const memory::dims strides{g.stride_h, g.stride_w}, dilates{g.dilation_h - 1, g.dilation_w - 1},
+      pad_l{g.pad_h, g.pad_w},
+      pad_r{right_padding(g.h, g.oh, g.kh, g.stride_h, g.pad_h, g.dilation_h),
+            right_padding(g.w, g.ow, g.kw, g.stride_w, g.pad_w, g.dilation_w)};
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  try {
+    const dnnl::convolution_forward::primitive_desc forward(
+        {dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, src, any_weights, dst, strides,
+         dilates, pad_l, pad_r},
+        attr, cpu_engine());
+    auto finish = [&](const auto& pd, const memory::desc& primitive_weights, bool weights_are_output) {
+      p->implementation = pd.impl_info_str();
+      if (p->implementation.rfind("ref", 0) == 0) {
+        p->declined = "oneDNN has only its reference implementation (" + p->implementation + ") for this geometry";
+        return;
+      }
+      p->primitive = dnnl::primitive(pd);
+      p->primitive_weights = primitive_weights;
+      p->scratchpad = pd.scratchpad_desc();
+      p->reorders = primitive_weights != p->user_weights;
+      if (p->reorders) {
+        const memory::desc& from = weights_are_output ? primitive_weights : p->user_weights;
+        const memory::desc& to = weights_are_output ? p->user_weights : primitive_weights;
+        p->weight_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), from, cpu_engine(), to));
+      }
+    };
+    switch (direction) {
+      case ConvDirection::forward:
+        finish(forward, forward.weights_desc(), false);
+        break;
+      case ConvDirection::backward_data: {
+        const dnnl::convolution_backward_data::primitive_desc pd(
+            {dnnl::algorithm::convolution_direct, src, any_weights, dst, strides, dilates, pad_l, pad_r}, attr,
+            cpu_engine(), forward);
+        finish(pd, pd.weights_desc(), false);
+        break;
+      }
+      case ConvDirection::backward_filter: {
+        const dnnl::convolution_backward_weights::primitive_desc pd(
+            {dnnl::algorithm::convolution_direct, src, any_weights, dst, strides, dilates, pad_l, pad_r}, attr,
+            cpu_engine(), forward);
+        finish(pd, pd.diff_weights_desc(), true);
+        break;
+      }
+    }
+  } catch (const dnnl::error& e) {
+    p->declined = std::string("oneDNN has no primitive for this geometry (") + e.what() + ")";
+  }
+  return p;
+}
+
+const Prepared& prepared(ConvDirection direction, const ConvGeometry& g) {
+  static std::mutex mutex;
+  static std::map<Key, std::unique_ptr<Prepared>> cache;
+  const Key key = key_of(direction, g);
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& entry = cache[key];
+  if (!entry) entry = prepare(direction, g);  // under the lock: primitive creation is once per key
+  return *entry;
+}
+
+// A buffer of this thread's, grown as needed and kept (scratchpads and reordered weights are reused
+// by every call of the step).
+void* thread_buffer(size_t index, size_t bytes) {
+  thread_local std::array<std::vector<float>, 2> buffers;
+  std::vector<float>& b = buffers[index];
+  if (b.size() * sizeof(float) < bytes) b.resize((bytes + sizeof(float) - 1) / sizeof(float));
+  return b.data();
+}
+}  // namespace
+
+bool onednn_conv2d(ConvDirection direction, DType dt, const ConvGeometry& g, const void* first, const void* second,
+                   void* out) {
+  if (dt != DType::f32) return false;
+  const Prepared& p = prepared(direction, g);
+  if (!p.declined.empty()) return false;
+  dnnl::engine& engine = cpu_engine();
+  dnnl::stream stream(engine);
+  const memory::desc src = activations(g.n, g.c, g.h, g.w), dst = activations(g.n, g.o, g.oh, g.ow);
+  const memory scratchpad(p.scratchpad, engine, thread_buffer(0, p.scratchpad.get_size()));
+  // The weights as the primitive takes them: ours, or a reordered copy.
+  const void* user_weights = direction == ConvDirection::backward_filter ? out : second;
+  memory user(p.user_weights, engine, const_cast<void*>(user_weights));
+  memory primitive_weights =
+      p.reorders ? memory(p.primitive_weights, engine, thread_buffer(1, p.primitive_weights.get_size())) : user;
+  try {
+    switch (direction) {
+      case ConvDirection::forward:
+        if (p.reorders) p.weight_reorder.execute(stream, user, primitive_weights);
+        p.primitive.execute(stream, {{DNNL_ARG_SRC, memory(src, engine, const_cast<void*>(first))},
+                                     {DNNL_ARG_WEIGHTS, primitive_weights},
+                                     {DNNL_ARG_DST, memory(dst, engine, out)},
+                                     {DNNL_ARG_SCRATCHPAD, scratchpad}});
+        break;
+      case ConvDirection::backward_data:
+        if (p.reorders) p.weight_reorder.execute(stream, user, primitive_weights);
+        p.primitive.execute(stream, {{DNNL_ARG_DIFF_DST, memory(dst, engine, const_cast<void*>(first))},
+                                     {DNNL_ARG_WEIGHTS, primitive_weights},
+                                     {DNNL_ARG_DIFF_SRC, memory(src, engine, out)},
+                                     {DNNL_ARG_SCRATCHPAD, scratchpad}});
+        break;
+      case ConvDirection::backward_filter:
+        p.primitive.execute(stream, {{DNNL_ARG_SRC, memory(src, engine, const_cast<void*>(first))},
+                                     {DNNL_ARG_DIFF_DST, memory(dst, engine, const_cast<void*>(second))},
+                                     {DNNL_ARG_DIFF_WEIGHTS, primitive_weights},
+                                     {DNNL_ARG_SCRATCHPAD, scratchpad}});
+        if (p.reorders) p.weight_reorder.execute(stream, primitive_weights, user);
+        break;
+    }
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    const char* pass = direction == ConvDirection::forward         ? "forward"
+                       : direction == ConvDirection::backward_data ? "backward-data"
+                                                                   : "backward-weights";
+    CNN_FAIL("oneDNN ", pass, " convolution (", p.implementation, ") failed: ", e.what(),
+             "; [train] cpu_convolutions = reference runs this model without oneDNN");
+  }
+  return true;
+}
+
+std::string onednn_conv2d_implementation(ConvDirection direction, DType dt, const ConvGeometry& g) {
+  if (dt != DType::f32) return "";
+  const Prepared& p = prepared(direction, g);
+  return p.declined.empty() ? p.implementation : "";
+}
+
+}  // namespace cnn::kernels::cpu

@@ -1,0 +1,206 @@
+// oneDNN's CPU convolutions (kernels/cpu/conv_onednn.cpp) against the reference im2col + GEMM path:
+// every pass over geometries that cover what the zoo runs (strides, padding that leaves the last
+// rows unread, groups, depthwise, dilation, a single input channel), each compared with an f64
+// run of the reference and required to be as close to it as the reference's own f32 result is.
+#include <doctest/doctest.h>
+
+#include "engine/config.h"
+
+#if CNN_WITH_ONEDNN
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/cnn.h"
+#include "kernels/conv.h"
+#include "kernels/cpu/conv_onednn.h"
+
+using namespace cnn;
+using kernels::ConvDirection;
+using kernels::ConvGeometry;
+
+namespace {
+
+struct Case {
+  const char* name;
+  int64_t n, h, w, c, o, k;
+  int stride, pad, dilation, groups;
+};
+
+const Case kCases[] = {
+    {"3x3, stride 1, pad 1", 2, 9, 9, 16, 24, 3, 1, 1, 1, 1},
+    {"3x3, stride 2, pad 1, odd size", 2, 11, 11, 8, 16, 3, 2, 1, 1, 1},
+    {"1x1, stride 2 (the last row and column unread)", 2, 8, 8, 16, 32, 1, 2, 0, 1, 1},
+    {"1x1, stride 1", 3, 7, 7, 32, 16, 1, 1, 0, 1, 1},
+    {"7x7, stride 2, pad 3, 3 channels (a stem)", 1, 20, 20, 3, 8, 7, 2, 3, 1, 1},
+    {"3x3 from one channel (compact_cnn's first layer)", 4, 12, 12, 1, 32, 3, 1, 1, 1, 1},
+    {"5x5, no padding", 2, 10, 10, 6, 10, 5, 1, 0, 1, 1},
+    {"3x3, dilation 2", 2, 12, 12, 8, 8, 3, 1, 2, 2, 1},
+    {"3x3, 4 groups", 2, 9, 9, 16, 32, 3, 1, 1, 1, 4},
+    {"3x3 depthwise", 2, 10, 10, 16, 16, 3, 1, 1, 1, 16},
+    {"5x5 depthwise, stride 2", 2, 13, 13, 24, 24, 5, 2, 2, 1, 24},
+    {"3x3, batch 1, rectangular image", 1, 6, 14, 8, 8, 3, 1, 1, 1, 1},
+    {"3x3, stride 2, no padding", 2, 9, 9, 4, 4, 3, 2, 0, 1, 1},
+};
+
+ConvGeometry geometry_of(const Case& c) {
+  return kernels::square_conv_geometry(c.n, c.h, c.w, c.c, c.o, c.k, c.k, c.stride, c.pad, c.dilation, c.groups);
+}
+
+std::vector<float> random_values(size_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> v(count);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+// Sizes of (first, second, out) of a pass, in ConvBuffers order.
+std::array<size_t, 3> sizes_of(ConvDirection d, const ConvGeometry& g) {
+  const auto x = static_cast<size_t>(g.n * g.h * g.w * g.c), y = static_cast<size_t>(g.n * g.oh * g.ow * g.o),
+             w = static_cast<size_t>(g.o * g.kh * g.kw * g.group_in());
+  switch (d) {
+    case ConvDirection::forward: return {x, w, y};
+    case ConvDirection::backward_data: return {y, w, x};
+    case ConvDirection::backward_filter: return {x, y, w};
+  }
+  return {};
+}
+
+template <class T>
+void reference(ConvDirection d, const ConvGeometry& g, const std::vector<T>& a, const std::vector<T>& b,
+               std::vector<T>& out) {
+  constexpr DType dt = std::is_same_v<T, double> ? DType::f64 : DType::f32;
+  if (d == ConvDirection::forward) kernels::cpu::conv2d_forward(dt, g, a.data(), b.data(), out.data());
+  if (d == ConvDirection::backward_data) kernels::cpu::conv2d_backward_data(dt, g, a.data(), b.data(), out.data());
+  if (d == ConvDirection::backward_filter) kernels::cpu::conv2d_backward_filter(dt, g, a.data(), b.data(), out.data());
+}
+
+const char* name_of(ConvDirection d) {
+  return d == ConvDirection::forward ? "forward" : d == ConvDirection::backward_data ? "backward-data" : "backward-filter";
+}
+
+// The largest difference from the f64 result of oneDNN's output and of the reference's f32 output.
+struct Errors {
+  double onednn = 0, reference = 0, scale = 0;
+  bool ran = false;
+};
+
+Errors compare(ConvDirection d, const ConvGeometry& g, uint32_t seed) {
+  const auto [first_size, second_size, out_size] = sizes_of(d, g);
+  const std::vector<float> a = random_values(first_size, seed), b = random_values(second_size, seed + 1);
+  const std::vector<double> a64(a.begin(), a.end()), b64(b.begin(), b.end());
+  std::vector<double> exact(out_size);
+  reference(d, g, a64, b64, exact);
+  std::vector<float> ours(out_size), theirs(out_size, std::numeric_limits<float>::quiet_NaN());  // overwritten, not added to
+  reference(d, g, a, b, ours);
+  Errors e;
+  e.ran = kernels::cpu::onednn_conv2d(d, DType::f32, g, a.data(), b.data(), theirs.data());
+  for (size_t i = 0; i < out_size; ++i) {
+    e.onednn = std::max(e.onednn, std::abs(theirs[i] - exact[i]));
+    if (std::isnan(theirs[i])) e.onednn = std::numeric_limits<double>::infinity();
+    e.reference = std::max(e.reference, std::abs(ours[i] - exact[i]));
+    e.scale = std::max(e.scale, std::abs(exact[i]));
+  }
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("oneDNN convolutions: every pass agrees with the reference over the zoo's geometries") {
+  uint32_t seed = 100;
+  for (const Case& c : kCases) {
+    const ConvGeometry g = geometry_of(c);
+    for (ConvDirection d : {ConvDirection::forward, ConvDirection::backward_data, ConvDirection::backward_filter}) {
+      CAPTURE(c.name);
+      CAPTURE(name_of(d));
+      const std::string implementation = kernels::cpu::onednn_conv2d_implementation(d, DType::f32, g);
+      CAPTURE(implementation);
+      const Errors e = compare(d, g, seed += 2);
+      CHECK(e.ran == !implementation.empty());
+      if (!e.ran) continue;  // declined: the reference ran, which other tests cover
+      // As close to the exact result as our own f32 path is, within a factor (another summation
+      // order), or within f32 rounding of the output's magnitude.
+      CHECK(e.onednn <= std::max(4 * e.reference, 1e-5 * e.scale));
+    }
+  }
+}
+
+TEST_CASE("oneDNN convolutions: the common geometries run JIT code, not oneDNN's reference loops") {
+  for (const Case& c : kCases) {
+    if (c.groups != 1 || c.dilation != 1) continue;
+    const ConvGeometry g = geometry_of(c);
+    for (ConvDirection d : {ConvDirection::forward, ConvDirection::backward_data, ConvDirection::backward_filter}) {
+      CAPTURE(c.name);
+      CAPTURE(name_of(d));
+      const std::string implementation = kernels::cpu::onednn_conv2d_implementation(d, DType::f32, g);
+      CHECK_FALSE(implementation.empty());
+      CHECK(implementation.rfind("ref", 0) != 0);
+    }
+  }
+}
+
+TEST_CASE("oneDNN convolutions: other dtypes are declined and left to the reference") {
+  const ConvGeometry g = geometry_of(kCases[0]);
+  std::vector<double> x(static_cast<size_t>(g.n * g.h * g.w * g.c)), w(static_cast<size_t>(g.o * g.kh * g.kw * g.c)),
+      y(static_cast<size_t>(g.n * g.oh * g.ow * g.o), 7.0);
+  for (DType dt : {DType::f64, DType::f16, DType::bf16}) {
+    CHECK_FALSE(kernels::cpu::onednn_conv2d(ConvDirection::forward, dt, g, x.data(), w.data(), y.data()));
+    CHECK(kernels::cpu::onednn_conv2d_implementation(ConvDirection::forward, dt, g).empty());
+  }
+  CHECK(std::all_of(y.begin(), y.end(), [](double v) { return v == 7.0; }));  // untouched
+}
+
+TEST_CASE("oneDNN convolutions: a new thread count gets its own primitive and the same results") {
+  const ConvGeometry g = geometry_of(kCases[1]);
+  const int threads = cpu_threads();
+  set_cpu_threads(1);
+  const Errors one = compare(ConvDirection::backward_filter, g, 7);
+  set_cpu_threads(threads);
+  const Errors all = compare(ConvDirection::backward_filter, g, 7);
+  REQUIRE(one.ran);
+  REQUIRE(all.ran);
+  CHECK(one.onednn <= std::max(4 * one.reference, 1e-5 * one.scale));
+  CHECK(all.onednn <= std::max(4 * all.reference, 1e-5 * all.scale));
+}
+
+TEST_CASE("cpu_convolutions: the conv2d op runs oneDNN or the reference, with the same results and gradients") {
+  const CpuConvolutions before = cpu_convolutions();
+  Tensor x = Tensor::uniform({2, 9, 9, 8}, -1, 1, 3), w = Tensor::uniform({12, 3, 3, 8}, -1, 1, 4);
+  x.requires_grad_();
+  w.requires_grad_();
+  std::vector<std::vector<double>> results[2];
+  for (CpuConvolutions choice : {CpuConvolutions::reference, CpuConvolutions::onednn}) {
+    set_cpu_convolutions(choice);
+    CHECK(cpu_convolutions() == choice);
+    x.zero_grad();
+    w.zero_grad();
+    Tape tape;
+    Tensor y, loss;
+    {
+      Tape::Recording recording(tape);
+      y = conv2d(x, w, Tensor(), {2, 2, 1, 1, 1, 1, 1});
+      loss = sum(mul(y, y));
+    }
+    tape.backward(loss);
+    results[choice == CpuConvolutions::onednn] = {y.to_doubles(), x.grad().to_doubles(), w.grad().to_doubles()};
+  }
+  set_cpu_convolutions(before);
+  for (size_t part = 0; part < 3; ++part) {
+    const std::vector<double>&ref = results[0][part], &dnnl = results[1][part];
+    REQUIRE(ref.size() == dnnl.size());
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      worst = std::max(worst, std::abs(ref[i] - dnnl[i]));
+      scale = std::max(scale, std::abs(ref[i]));
+    }
+    CAPTURE(part);
+    CHECK(worst <= 1e-5 * scale);
+  }
+  CHECK(std::string(cpu_convolutions_name(parse_cpu_convolutions("onednn"))) == "onednn");
+  CHECK_THROWS_WITH_AS(parse_cpu_convolutions("mkl"), doctest::Contains("not one of onednn, reference"), Error);
+}
+#endif

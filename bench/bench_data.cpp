@@ -37,10 +37,12 @@
 #include "data/resample.h"
 #include "data/transforms.h"
 #include "kernels/augment.h"
+#include "python_server.h"
 
 using namespace cnn;
 using namespace cnn::data;
 using Clock = std::chrono::steady_clock;
+using cnn::bench::python_interpreter;
 
 namespace {
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -173,8 +175,7 @@ TorchvisionRun run_torchvision(const std::filesystem::path& script, const std::f
     run.skipped = script.string() + " not found (give its place with --torchvision-script)";
     return run;
   }
-  const char* python = std::getenv("CNN_PYTHON");
-  const std::string interpreter = python && *python ? python : "python3";
+  const std::string interpreter = python_interpreter();
   const std::string command = interpreter + " " + shell_quoted(script.string()) + " --root " +
                               shell_quoted(root.string()) + " --workers " + std::to_string(workers) +
                               " --batch 64 --seconds " + std::to_string(seconds) + " 2>&1";

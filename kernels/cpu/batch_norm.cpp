@@ -1,9 +1,11 @@
 // CPU reference for the batch-norm kernels: per-channel loops over the M = N*H*W rows of x [M, C].
 // The per-channel sums (the statistics, and the backward's sum of dz and of dz * xhat) accumulate
-// in double row by row, whatever the input type, so the result does not depend on the thread count
-// and does not drift with M: a float running sum over the 16384 rows of an early ResNet layer loses
-// about M * 2^-24 of its value, and the backward's sums cancel almost exactly (a BatchNorm's input
-// gradient sums to zero per channel), so that loss reached the gradients of every layer below.
+// in double, whatever the input type, so that they do not drift with M: a float running sum over
+// the 16384 rows of an early ResNet layer loses about M * 2^-24 of its value, and the backward's
+// sums cancel almost exactly (a BatchNorm's input gradient sums to zero per channel), so that loss
+// reached the gradients of every layer below. The rows are cut into at most 256 blocks of a size
+// fixed by M alone; the threads share the blocks, each summed row by row, and the blocks' sums are
+// then added in block order, so the result does not depend on the thread count.
 #include <algorithm>
 #include <type_traits>
 #include <vector>
@@ -24,6 +26,25 @@ std::vector<A> channel_values(const void* p, int64_t c, A fallback) {
   const A* v = static_cast<const A*>(p);
   return std::vector<A>(v, v + c);
 }
+
+// Per-channel sums of kCount quantities over the m rows: add_row(r, sums) adds row r's terms to
+// sums[k * c + ch] (quantity k, channel ch). Returns the kCount * c totals (see the file comment).
+template <int kCount, class AddRow>
+std::vector<double> channel_sums(int64_t m, int64_t c, AddRow add_row) {
+  const int64_t rows_per_block = std::max<int64_t>(64, (m + 255) / 256);
+  const int64_t blocks = (m + rows_per_block - 1) / rows_per_block, width = kCount * c;
+  std::vector<double> partial(static_cast<size_t>(blocks * width), 0.0);
+#pragma omp parallel for schedule(static) if (m * c > 65536)
+  for (int64_t b = 0; b < blocks; ++b) {
+    double* sums = partial.data() + b * width;
+    const int64_t end = std::min(m, (b + 1) * rows_per_block);
+    for (int64_t r = b * rows_per_block; r < end; ++r) add_row(r, sums);
+  }
+  std::vector<double> total(static_cast<size_t>(width), 0.0);
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t i = 0; i < width; ++i) total[static_cast<size_t>(i)] += partial[static_cast<size_t>(b * width + i)];
+  return total;
+}
 }  // namespace
 
 void batch_norm_stats(DType dt, const void* x, int64_t m, int64_t c, void* mean_out, void* var_out, void* /*workspace*/,
@@ -32,17 +53,21 @@ void batch_norm_stats(DType dt, const void* x, int64_t m, int64_t c, void* mean_
     using T = decltype(tag);
     using A = compute_t<T>;
     const T* xs = static_cast<const T*>(x);
-    std::vector<double> sum(static_cast<size_t>(c), 0.0), sq(static_cast<size_t>(c), 0.0);
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t ch = 0; ch < c; ++ch) sum[ch] += static_cast<double>(to_compute(xs[r * c + ch]));
+    std::vector<double> sum = channel_sums<1>(m, c, [&](int64_t r, double* acc) {
+      const T* xr = xs + r * c;
+      for (int64_t ch = 0; ch < c; ++ch) acc[ch] += static_cast<double>(to_compute(xr[ch]));
+    });
     A* mean = static_cast<A*>(mean_out);
     for (int64_t ch = 0; ch < c; ++ch) sum[ch] /= static_cast<double>(m);
     for (int64_t ch = 0; ch < c; ++ch) mean[ch] = static_cast<A>(sum[ch]);
-    for (int64_t r = 0; r < m; ++r)
+    const double* mu = sum.data();
+    const std::vector<double> sq = channel_sums<1>(m, c, [&](int64_t r, double* acc) {
+      const T* xr = xs + r * c;
       for (int64_t ch = 0; ch < c; ++ch) {
-        const double d = static_cast<double>(to_compute(xs[r * c + ch])) - sum[ch];
-        sq[ch] += d * d;
+        const double d = static_cast<double>(to_compute(xr[ch])) - mu[ch];
+        acc[ch] += d * d;
       }
+    });
     A* var = static_cast<A*>(var_out);
     for (int64_t ch = 0; ch < c; ++ch) var[ch] = static_cast<A>(sq[ch] / static_cast<double>(m));
   });
@@ -96,8 +121,9 @@ template <class T, bool kMasked>
 void backward_reduce_rows(const T* dy, const T* y, const T* x, int64_t m, int64_t c, const compute_t<T>* mu,
                           const compute_t<T>* inv, compute_t<T>* sum_dz_out, compute_t<T>* sum_dz_xhat_out) {
   using A = compute_t<T>;
-  std::vector<double> sum_dz(static_cast<size_t>(c), 0.0), sum_dz_xhat(static_cast<size_t>(c), 0.0);
-  for (int64_t r = 0; r < m; ++r)
+  const std::vector<double> sums = channel_sums<2>(m, c, [&](int64_t r, double* acc) {
+    double* sum_dz = acc;
+    double* sum_dz_xhat = acc + c;
     for (int64_t ch = 0; ch < c; ++ch) {
       const int64_t i = r * c + ch;
       A dz = to_compute(dy[i]);
@@ -105,6 +131,8 @@ void backward_reduce_rows(const T* dy, const T* y, const T* x, int64_t m, int64_
       sum_dz[ch] += static_cast<double>(dz);
       sum_dz_xhat[ch] += static_cast<double>(dz) * static_cast<double>(batch_norm_xhat<A>(to_compute(x[i]), mu[ch], inv[ch]));
     }
+  });
+  const double *sum_dz = sums.data(), *sum_dz_xhat = sums.data() + c;
   for (int64_t ch = 0; ch < c; ++ch) {
     sum_dz_out[ch] = static_cast<A>(sum_dz[ch]);
     sum_dz_xhat_out[ch] = static_cast<A>(sum_dz_xhat[ch]);

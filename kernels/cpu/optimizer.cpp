@@ -15,11 +15,13 @@ void step_and_count(const MultiTensorSlot* slots, int count, const Args& args, U
 }  // namespace
 
 void optimizer_step(const MultiTensorSlot* slots, int count, int64_t /*total*/, const SgdArgs& args, Stream) {
-  step_and_count(slots, count, args, sgd_update);
+  // Lambdas rather than function pointers, so that the update is inlined into the element loop.
+  step_and_count(slots, count, args, [](const SgdArgs& a, const MultiTensorSlot& s, int64_t i) { sgd_update(a, s, i); });
 }
 
 void optimizer_step(const MultiTensorSlot* slots, int count, int64_t /*total*/, const AdamWArgs& args, Stream) {
-  step_and_count(slots, count, args, adamw_update);
+  step_and_count(slots, count, args,
+                 [](const AdamWArgs& a, const MultiTensorSlot& s, int64_t i) { adamw_update(a, s, i); });
 }
 
 }  // namespace cnn::kernels::cpu

@@ -7,7 +7,9 @@
 namespace cnn::kernels::cpu {
 
 void weight_average(const MultiTensorSlot* slots, int count, int64_t /*total*/, const WeightAverageArgs& args, Stream) {
-  for_each_element(slots, count, args, weight_average_update);
+  for_each_element(slots, count, args, [](const WeightAverageArgs& a, const MultiTensorSlot& s, int64_t i) {
+    weight_average_update(a, s, i);  // a lambda, so that the update is inlined into the element loop
+  });
 }
 
 }  // namespace cnn::kernels::cpu

@@ -314,6 +314,8 @@ void pools(std::vector<OpCase>& cases) {
       {tensor({2, 7, 5, 3}, large_x, -2, 2)});
   add(cases, "adaptive_avg_pool2d to 7x7", "adaptive_avg_pool2d", [](In v) { return adaptive_avg_pool2d(v[0], 7, 7); },
       {tensor({1, 9, 8, 2}, large_x, -2, 2)});
+  add(cases, "adaptive_avg_pool2d to its own size (the identity)", "adaptive_avg_pool2d",
+      [](In v) { return adaptive_avg_pool2d(v[0], 4, 3); }, {tensor({2, 4, 3, 5}, {8, 4, 3, 16}, -2, 2)});
   add(cases, "global_avg_pool2d", "global_avg_pool2d", [](In v) { return global_avg_pool2d(v[0]); },
       {tensor({2, 4, 3, 5}, large_x, -2, 2)});
 }

@@ -83,6 +83,8 @@ Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options) {
 Tensor adaptive_avg_pool2d(const Tensor& x, int out_h, int out_w) {
   PoolGeometry g = base_geometry("adaptive_avg_pool2d", x);
   CNN_CHECK(out_h > 0 && out_w > 0, "adaptive_avg_pool2d: output size must be positive, got ", out_h, "x", out_w);
+  // Bins of one pixel each: the identity (compact_cnn's 7x7 pool of a 7x7 map, ResNet's at 224).
+  if (out_h == g.h && out_w == g.w) return x;
   g.adaptive = true;
   g.oh = out_h;
   g.ow = out_w;

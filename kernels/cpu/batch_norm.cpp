@@ -103,13 +103,28 @@ void batch_norm_forward(DType dt, const void* x, int64_t m, int64_t c, const voi
     T* ys = static_cast<T*>(y);
     const std::vector<A> mu = channel_values<A>(mean, c, A(0)), inv = channel_values<A>(invstd, c, A(1)),
                          w = channel_values<A>(weight, c, A(1)), b = channel_values<A>(bias, c, A(0));
+    // The activation as a compile-time constant, so that the channel loop is branch-free.
+    auto rows = [&](auto act_constant) {
+      constexpr BatchNormActivation kAct = decltype(act_constant)::value;
 #pragma omp parallel for schedule(static) if (m * c > 65536)
-    for (int64_t r = 0; r < m; ++r) {
-      const T* xr = xs + r * c;
-      T* yr = ys + r * c;
-      for (int64_t ch = 0; ch < c; ++ch)
-        yr[ch] = from_compute<T>(batch_norm_output<A>(to_compute(xr[ch]), mu[ch], inv[ch], w[ch], b[ch],
-                                                      rs ? A(to_compute(rs[r * c + ch])) : A(0), act));
+      for (int64_t r = 0; r < m; ++r) {
+        const T* xr = xs + r * c;
+        const T* rr = kAct == BatchNormActivation::add_relu ? rs + r * c : nullptr;
+        T* yr = ys + r * c;
+        for (int64_t ch = 0; ch < c; ++ch)
+          yr[ch] = from_compute<T>(batch_norm_output<A>(to_compute(xr[ch]), mu[ch], inv[ch], w[ch], b[ch],
+                                                        kAct == BatchNormActivation::add_relu ? A(to_compute(rr[ch])) : A(0),
+                                                        kAct));
+      }
+    };
+    using Act = BatchNormActivation;
+    if (act == Act::add_relu) {
+      CNN_CHECK(rs != nullptr, "batch_norm_forward: add_relu needs the residual");
+      rows(std::integral_constant<Act, Act::add_relu>{});
+    } else if (act == Act::relu) {
+      rows(std::integral_constant<Act, Act::relu>{});
+    } else {
+      rows(std::integral_constant<Act, Act::none>{});
     }
   });
 }

@@ -1,4 +1,6 @@
 // CPU reference for dropout, drop-path, column copies and batched transposes.
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "kernels/common/dispatch.h"
@@ -50,15 +52,34 @@ void copy_columns(DType dt, const void* src, int64_t src_ld, int64_t src_offset,
                 static_cast<size_t>(cols * bytes));
 }
 
-void transpose_batched(DType dt, const void* x, void* y, int64_t batch, int64_t rows, int64_t cols, Stream) {
-  const int64_t bytes = dtype_size(dt);
-  const char* s = static_cast<const char*>(x);
-  char* d = static_cast<char*>(y);
-#pragma omp parallel for collapse(2) schedule(static) if (batch * rows * cols > 65536)
+namespace {
+// y[b, c, r] = x[b, r, c] in square tiles, so that both the reads and the writes of a tile stay in a
+// few cache lines; E is an unsigned integer of the element's size (the bits are only moved).
+template <class E>
+void transpose_tiles(const E* x, E* y, int64_t batch, int64_t rows, int64_t cols) {
+  constexpr int64_t kTile = 32;
+  const int64_t row_tiles = (rows + kTile - 1) / kTile, col_tiles = (cols + kTile - 1) / kTile;
+#pragma omp parallel for collapse(3) schedule(static) if (batch * rows * cols > 65536)
   for (int64_t b = 0; b < batch; ++b)
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c)
-        std::memcpy(d + ((b * cols + c) * rows + r) * bytes, s + ((b * rows + r) * cols + c) * bytes, static_cast<size_t>(bytes));
+    for (int64_t rt = 0; rt < row_tiles; ++rt)
+      for (int64_t ct = 0; ct < col_tiles; ++ct) {
+        const E* src = x + b * rows * cols;
+        E* dst = y + b * rows * cols;
+        const int64_t row_end = std::min(rows, (rt + 1) * kTile), col_end = std::min(cols, (ct + 1) * kTile);
+        for (int64_t r = rt * kTile; r < row_end; ++r)
+          for (int64_t c = ct * kTile; c < col_end; ++c) dst[c * rows + r] = src[r * cols + c];
+      }
+}
+}  // namespace
+
+void transpose_batched(DType dt, const void* x, void* y, int64_t batch, int64_t rows, int64_t cols, Stream) {
+  switch (dtype_size(dt)) {
+    case 1: return transpose_tiles(static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), batch, rows, cols);
+    case 2: return transpose_tiles(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(y), batch, rows, cols);
+    case 4: return transpose_tiles(static_cast<const uint32_t*>(x), static_cast<uint32_t*>(y), batch, rows, cols);
+    case 8: return transpose_tiles(static_cast<const uint64_t*>(x), static_cast<uint64_t*>(y), batch, rows, cols);
+  }
+  CNN_FAIL("transpose_batched: no ", dtype_size(dt), "-byte elements");
 }
 
 }  // namespace cnn::kernels::cpu

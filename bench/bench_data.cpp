@@ -215,8 +215,8 @@ int main(int argc, char** argv) {
   int max_workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   double seconds = 1.5;
   std::string json_path, fashion = "/usr/share/datasets/fashion-mnist";
-  // This source's folder when it was compiled: where torchvision_loader.py lives.
-  std::string torchvision_script = (std::filesystem::path(__FILE__).parent_path() / "torchvision_loader.py").string();
+  // The bench/ folder of the source tree (CMake's CNN_BENCH_DIR): where torchvision_loader.py lives.
+  std::string torchvision_script = (std::filesystem::path(CNN_BENCH_DIR) / "torchvision_loader.py").string();
   bool no_torchvision = false;
   app.add_option("--images", images, "number of generated 500x375 JPEGs")->check(CLI::PositiveNumber);
   app.add_option("--max-workers", max_workers, "largest worker count measured")->check(CLI::PositiveNumber);

@@ -51,8 +51,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Times a model's forward pass, backward pass and training step."};
   std::string model_name = "resnet50", json = "bench_model.json", device_text = "cpu", dtype_text = "f32";
   std::string convolutions = cpu_convolutions_name(cpu_convolutions());
-  // This source's folder when it was compiled: where torch_model.py lives.
-  std::string torch_script = (std::filesystem::path(__FILE__).parent_path() / "torch_model.py").string();
+  // The bench/ folder of the source tree (CMake's CNN_BENCH_DIR): where torch_model.py lives.
+  std::string torch_script = (std::filesystem::path(CNN_BENCH_DIR) / "torch_model.py").string();
   int64_t batch = 8, size = 0;
   int repeats = 5, warmup = 2, threads = 0;
   bool no_train = false, vs_torch = false;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/cnn.h"
+#include "engine/config.h"
 #include "engine/stream_workspaces.h"
 
 using namespace cnn;
@@ -345,4 +346,21 @@ TEST_CASE("host allocator statistics follow tensors") {
   }
   CHECK(host.stats().in_use == before);
   CHECK(host.stats().peak_in_use >= before + (1 << 20));
+}
+
+TEST_CASE("host tensors reuse cached blocks, so a repeated step stops calling the system allocator") {
+  Allocator& host = cpu_allocator();
+  auto step = [] {
+    Tensor a = Tensor::empty({3000, 1000}), b = Tensor::empty({50, 50});  // 12 MB and 10 kB
+    Tensor c = Tensor::empty({1024, 1024});
+  };
+  step();
+  const uint64_t system_calls = host.stats().system_allocations, calls = host.stats().allocations;
+  for (int i = 0; i < 5; ++i) step();
+  CHECK(host.stats().allocations == calls + 15);
+#if CNN_SANITIZED
+  CHECK(host.stats().system_allocations == system_calls + 15);  // malloc and free, for the sanitizer
+#else
+  CHECK(host.stats().system_allocations == system_calls);
+#endif
 }

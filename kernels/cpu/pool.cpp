@@ -4,6 +4,7 @@
 // follows kernels/common/max_math.h (a NaN in the window wins, then the first maximum).
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/common/dispatch.h"
@@ -83,15 +84,22 @@ void max_pool2d_backward(DType dt, const PoolGeometry& g, const void* dy, const 
     const T* dys = static_cast<const T*>(dy);
     T* dxs = static_cast<T*>(dx);
     const int64_t in_image = g.h * g.w * g.c, out_pixels = g.oh * g.ow;
+    // Each image's gradients summed in the compute type, in output order: straight into dx when T is
+    // the compute type (f32, f64), else in a buffer rounded once at the end.
+    constexpr bool kInPlace = std::is_same_v<T, C>;
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < g.n; ++n) {
-      std::vector<C> acc(static_cast<size_t>(in_image), C(0));
-      for (int64_t p = 0; p < out_pixels; ++p)
-        for (int64_t c = 0; c < g.c; ++c) {
-          const int64_t out = (n * out_pixels + p) * g.c + c;
-          acc[static_cast<size_t>(argmax[out] * g.c + c)] += to_compute(dys[out]);
-        }
-      for (int64_t i = 0; i < in_image; ++i) dxs[n * in_image + i] = from_compute<T>(acc[static_cast<size_t>(i)]);
+      std::vector<C> buffer(kInPlace ? 0 : static_cast<size_t>(in_image));
+      C* acc = buffer.data();
+      if constexpr (kInPlace) acc = dxs + n * in_image;
+      std::fill(acc, acc + in_image, C(0));
+      for (int64_t p = 0; p < out_pixels; ++p) {
+        const int64_t out = (n * out_pixels + p) * g.c;
+        const int32_t* where = argmax + out;
+        for (int64_t c = 0; c < g.c; ++c) acc[where[c] * g.c + c] += to_compute(dys[out + c]);
+      }
+      if constexpr (!kInPlace)
+        for (int64_t i = 0; i < in_image; ++i) dxs[n * in_image + i] = from_compute<T>(acc[i]);
     }
   });
 }

@@ -5,7 +5,7 @@
 //
 //   cnn_forward --model resnet18 [--classes 1000] [--in-channels 3] --weights W.safetensors
 //               --input X.safetensors --output Y.safetensors [--train-mode] [--device cpu|cuda[:N]]
-//               [--dropout P] [--drop-path P]
+//               [--dropout P] [--drop-path P] [--compute f32|f64]
 //               [--train-steps N --recipe recipe.ini [--steps-per-epoch S] --weights-out W2.safetensors]
 //
 // The input is the float32 tensor named "input" in NCHW (as PyTorch writes it); the output is written
@@ -14,6 +14,10 @@
 // [schedule], [loss] and [train] sections drive train/train_step.h's steps exactly as in cnn_train
 // (its [model] and [data] sections are overridden by the options here), the schedule counting
 // --steps-per-epoch steps per epoch. The output is then the forward pass after the steps.
+// --compute f64 computes the activations (and their gradients) in double while the master weights
+// and the optimizer stay f32, as in cnn_train: a recipe comparison that float32's rounding cannot
+// upset (one ReLU input within float32's error of zero flips its mask and moves a whole layer's
+// gradient; see scripts/compare_with_torchvision.py).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
@@ -43,6 +47,8 @@ struct Options {
   std::optional<double> dropout, drop_path;
   int64_t train_steps = 0, steps_per_epoch = 1;
   std::string recipe, weights_out;
+  std::string compute = "f32";
+  DType compute_dtype() const { return compute == "f64" ? DType::f64 : DType::f32; }
 };
 
 // The model with its weights: built as cnn_train builds it (train::build_learner) when it trains.
@@ -54,7 +60,12 @@ std::unique_ptr<Module> trained_model(const Options& o, const Tensor& images_nch
                                         "data.path=" + o.input, "data.batch_size=" + std::to_string(labels.size(0))};
   if (o.dropout) overrides.push_back("model.dropout=" + std::to_string(*o.dropout));
   if (o.drop_path) overrides.push_back("model.drop_path=" + std::to_string(*o.drop_path));
-  const train::TrainSettings settings = train::from_config(train::Config::load(o.recipe, overrides));
+  train::TrainSettings settings = train::from_config(train::Config::load(o.recipe, overrides));
+  if (o.compute_dtype() != DType::f32) {
+    CNN_CHECK(settings.precision.compute == DType::f32, o.recipe, ": [precision] mode = ", settings.precision.mode,
+              " and --compute ", o.compute, " contradict each other; leave one of them at its default");
+    settings.precision.compute = o.compute_dtype();  // the learner's model computes in it; masters stay f32
+  }
   train::Console console(std::cerr, train::LogLevel::normal, train::ProgressMode::lines, false);
   train::RunLog log(console, {});
   train::Learner learner = train::build_learner(settings, o.steps_per_epoch, log);
@@ -93,6 +104,8 @@ int main(int argc, char** argv) {
       ->check(cnn::apps::probability());
   app.add_option("--drop-path", o.drop_path, "the model's stochastic depth rate ([model] drop_path)")
       ->check(cnn::apps::probability());
+  app.add_option("--compute", o.compute, "dtype of the activations and their gradients (default f32; masters stay f32)")
+      ->check(CLI::IsMember({"f32", "f64"}));
   app.add_option("--train-steps", o.train_steps, "optimizer steps on the input batch before the forward pass")
       ->check(cnn::apps::at_least(1));
   app.add_option("--recipe", o.recipe, "config file whose [optim], [schedule], [loss] and [train] the steps use");
@@ -122,12 +135,13 @@ int main(int argc, char** argv) {
       const WeightsReport report = load_weights(*model, o.weights);
       std::fprintf(stderr, "cnn_forward: %s\n", report.summary().c_str());
       model->to(device);
+      if (o.compute_dtype() != DType::f32) model->to(o.compute_dtype());
     }
     model->train(o.train_mode);
     Tensor y;
     {
       NoGrad no_grad;
-      y = model->forward(nchw_to_nhwc(x).to(device)).to(Device::cpu()).to(DType::f32);
+      y = model->forward(nchw_to_nhwc(x).to(device).to(o.compute_dtype())).to(Device::cpu()).to(DType::f32);
     }
     if (y.dim() == 4) y = nhwc_to_nchw(y);
     io::save_safetensors(o.output, {{"output", y}});

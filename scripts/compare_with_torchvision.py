@@ -16,20 +16,37 @@ computes its logits from them, and the table compares the two:
 A model passes when ours-f32 <= rtol * |logit| + atol (default 1e-4 * |logit| + 1e-4) and every
 sample's top-1 agrees (an arg-max that differs only between logits closer than the tolerance in
 float64 counts as a tie, not as a failure). Real differences (weight layout, flatten order, padding,
-BN eps, SE, stochastic depth in eval) move the logits by far more than that. resnet18 is also run in
-training mode (BatchNorm on batch statistics; it has no dropout).
+BN eps, SE, stochastic depth in eval) move the logits by far more than that. Every model also runs in
+training mode (BatchNorm on batch statistics), with dropout and stochastic depth off on both sides
+(torchvision's dropout / stochastic_depth_prob = 0, cnn_forward --dropout 0 --drop-path 0).
 
-With --train it also compares training: from the same weights and batch (4 images, 64x64, random
-labels), 3 optimizer steps of SGD (momentum 0.9, Nesterov, weight decay 5e-4) and of AdamW (weight
-decay 0.05), each with warmup + cosine, label smoothing 0.1 and no weight decay for BatchNorm and
-biases, on resnet18 and efficientnet_b0 without dropout or stochastic depth. cnn_forward --train-steps
-runs cnn_train's own learner and step; PyTorch runs torch.optim with the same rate per step. A row
-passes when every float tensor of the state (running statistics included) is within --train-rtol
-(1e-5) of PyTorch's float32 result, relative to the tensor's largest value, or, for a tensor where
-PyTorch's float32 is itself farther than that from PyTorch's float64 (AdamW's first steps make a
-step of +-lr of any gradient near zero, whatever its rounding), when cnn's is no farther from the
-float64 result than twice PyTorch's float32 is. "of update" is the difference relative to what the
-steps changed; "f64-f32" PyTorch's own float32 rounding; "ours-f64" cnn's distance from float64.
+With --train it also compares training: from the same weights and batch (8 images, 64x64, random
+labels), SGD (momentum 0.9, Nesterov, weight decay 5e-4) and AdamW (weight decay 0.05), each with
+warmup + cosine, label smoothing 0.1 and no weight decay for BatchNorm and biases, on resnet18 and
+efficientnet_b0 without dropout or stochastic depth. cnn_forward --train-steps runs cnn_train's own
+learner and step; PyTorch runs torch.optim with the same rate per step. Both sides compute the
+activations, the loss and the gradients in double (cnn_forward --compute f64; in PyTorch float64
+copies of the float32 parameters, cast differentiably) while the master weights and the optimizer
+stay float32, as in training. Every float tensor of the state (running statistics included) must be
+within --train-rtol (1e-5) of PyTorch's, relative to the tensor's largest value, after one step and
+after --train-steps (3) steps; after the last AdamW step a few elements may be farther (at most
+1e-4 of the model's elements and 1% of any tensor's). "beyond" counts them.
+
+Why double, and why those few. Training through ReLUs and max-pools is not continuous: one ReLU
+input within float32's rounding of zero takes its gradient in one program and not in the other. In
+float32 that happens about once a step in resnet18 at batch 8 (a conv output of -0.33770523 in
+double, -0.33770588 in float32, gave a ReLU input of +4.4e-7 against 0), and that one element moved
+layer2.0.bn1's bias gradient by 4% and every layer below by 0.3-4%. PyTorch's own float32 run is as far
+from its double run (the "torch f32" column), so float32 results are shown for information only. In
+double the masks agree, and one step agrees to about 1e-7, float32's rounding of the weights. AdamW
+turns a gradient of the size of eps (1e-8) into a step of up to lr, with a slope of lr / eps: weights
+whose gradient is about that small after step 1 (those reading a channel that was dead, all ReLU
+zeros, in step 1 and barely alive in step 2) take steps decided by the last bits of the weights after
+step 1, where the two optimizers' float32 rounding differs. PyTorch itself, with its starting
+weights moved by one float32 step each, ends 1.4e-2 away after 3 AdamW steps. A wrong rule moves
+most elements: given to cnn alone, AdamW's weight decay 0.06 instead of 0.05, label smoothing 0.12
+instead of 0.1 and beta2 0.998 instead of 0.999 leave 4.7M, 11.0M and 43k of resnet18's 11.7M
+elements beyond the tolerance (beta2 shows only from step 2).
 CNN_COMPARE_VERBOSE=1 prints every tensor's figures.
 
 Exit status: 0 all passed, 1 a model failed, 77 torch, torchvision or numpy cannot be imported.
@@ -59,9 +76,10 @@ else:
 
 SKIP = 77
 DEFAULT_MODELS = ["resnet18", "resnet50", "vgg11_bn", "efficientnet_b0"]
-TRAIN_MODE_MODELS = {"resnet18"}  # no dropout or stochastic depth, so training mode is deterministic
 BATCH = 2
-TRAIN_BATCH = 4
+# torchvision's options that turn dropout and stochastic depth off (cnn_forward: --dropout 0 --drop-path 0).
+TORCH_NO_DROPOUT = {"vgg11_bn": {"dropout": 0.0}, "efficientnet_b0": {"dropout": 0.0, "stochastic_depth_prob": 0.0}}
+TRAIN_BATCH = 8
 CLASSES = 1000
 SEED = 20240601
 
@@ -165,7 +183,7 @@ def run_cnn_forward(program, name, weights, input_path, output, train_mode, devi
     command = [program, "--model", name, "--classes", str(CLASSES), "--weights", weights,
                "--input", input_path, "--output", output, "--device", device]
     if train_mode:
-        command.append("--train-mode")
+        command += ["--train-mode", "--dropout", "0", "--drop-path", "0"]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(f"cnn_forward exited with {result.returncode}:\n{result.stderr.strip()}")
@@ -198,7 +216,8 @@ def compare(name, mode, ours, torch32, torch64, rtol, atol):
 
 def check_model(name, args, workdir):
     started = time.time()
-    model = build_model(name, args.size)
+    # Without dropout and stochastic depth (on both sides), so that training mode is deterministic.
+    model = build_model(name, args.size, **TORCH_NO_DROPOUT.get(name, {}))
     x = torch.randn(BATCH, 3, args.size, args.size, generator=torch.Generator().manual_seed(SEED + 2))
     weights = os.path.join(workdir, f"{name}.safetensors")
     input_path = os.path.join(workdir, f"{name}_input.safetensors")
@@ -206,7 +225,7 @@ def check_model(name, args, workdir):
     write_safetensors(input_path, {"input": x.numpy()})
     model64 = copy.deepcopy(model).double()
     rows = []
-    modes = ["eval"] + (["train"] if name in TRAIN_MODE_MODELS else [])
+    modes = ["eval", "train"]
     for mode in modes:
         m32, m64 = (copy.deepcopy(model).train(), copy.deepcopy(model64).train()) if mode == "train" else (model, model64)
         with torch.no_grad():
@@ -233,10 +252,11 @@ def check_model(name, args, workdir):
 # ---- training: the weights after a few optimizer steps of a recipe ----
 
 TRAIN_MODELS = ["resnet18", "efficientnet_b0"]
-# Models without dropout or stochastic depth, as both sides are told (--dropout 0 --drop-path 0).
-TORCH_NO_DROPOUT = {"efficientnet_b0": {"dropout": 0.0, "stochastic_depth_prob": 0.0}}
 TRAIN_STEPS, STEPS_PER_EPOCH, EPOCHS, WARMUP_EPOCHS, WARMUP_START = 3, 2, 3, 1, 0.1
 LABEL_SMOOTHING = 0.1
+# After the last AdamW step: the share of the model's elements, and of any one tensor's, that may be
+# farther than the tolerance (see the file comment).
+OUTLIER_SHARE, TENSOR_OUTLIER_SHARE = 1e-4, 1e-2
 RECIPES = {
     "sgd": {"name": "sgd", "lr": 0.05, "momentum": 0.9, "nesterov": "true", "weight_decay": 5e-4},
     "adamw": {"name": "adamw", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.05},
@@ -258,11 +278,14 @@ def recipe_ini(recipe):
     optim = "\n".join(f"{k} = {v}" for k, v in recipe.items())
     return (f"[optim]\n{optim}\nno_decay_bn_bias = true\n"
             f"[schedule]\nname = warmup_cosine\nwarmup_epochs = {WARMUP_EPOCHS}\nwarmup_start_factor = {WARMUP_START}\n"
-            f"min_lr = 0\n[train]\nepochs = {EPOCHS}\nlabel_smoothing = {LABEL_SMOOTHING}\n")
+            f"min_lr = 0\n[train]\nepochs = {EPOCHS}\nlabel_smoothing = {LABEL_SMOOTHING}\n" )
 
 
-def torch_train_steps(model, recipe, x, labels):
-    """The recipe in PyTorch: the no-decay group for parameters of rank <= 1, the rate set per step."""
+def torch_train_steps(model, recipe, x, labels, steps, compute=None):
+    """The recipe in PyTorch: the no-decay group for parameters of rank <= 1, the rate set per step.
+    compute=torch.float64 runs forward and backward in double on float64 copies of the float32
+    parameters (cast differentiably, so the gradients land on the float32 masters, which the optimizer
+    updates in float32) and keeps the buffers in double: what cnn_forward --compute f64 does."""
     decay = [p for p in model.parameters() if p.dim() > 1]
     no_decay = [p for p in model.parameters() if p.dim() <= 1]
     groups = [{"params": decay, "weight_decay": recipe["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}]
@@ -271,19 +294,56 @@ def torch_train_steps(model, recipe, x, labels):
     else:
         optimizer = torch.optim.AdamW(groups, lr=recipe["lr"], betas=(recipe["beta1"], recipe["beta2"]), eps=recipe["eps"])
     model.train()
+    buffers = {k: (b.to(compute) if compute is not None and b.is_floating_point() else b)
+               for k, b in model.named_buffers()}
     with torch.enable_grad():
-        for step in range(TRAIN_STEPS):
+        for step in range(steps):
             for group in optimizer.param_groups:
                 group["lr"] = recipe_lr(recipe, step)
             optimizer.zero_grad(set_to_none=True)
-            loss = torch.nn.functional.cross_entropy(model(x), labels, label_smoothing=LABEL_SMOOTHING)
+            if compute is None:
+                logits = model(x)
+            else:  # the buffers (running statistics) are updated in place in the dtype of the run
+                params = {k: p.to(compute) for k, p in model.named_parameters()}
+                logits = torch.func.functional_call(model, {**params, **buffers}, (x.to(compute),))
+            loss = torch.nn.functional.cross_entropy(logits, labels, label_smoothing=LABEL_SMOOTHING)
             loss.backward()
             optimizer.step()
-    return {k: v.detach().double().numpy() for k, v in model.state_dict().items() if v.is_floating_point()}
+    state = {k: v.detach().double().numpy() for k, v in model.state_dict().items() if v.is_floating_point()}
+    state.update({k: v.detach().double().numpy() for k, v in buffers.items() if v.is_floating_point()})
+    return state
+
+
+def weight_differences(ours, theirs, before, rtol):
+    """Per tensor: the largest difference relative to the tensor's largest value (the criterion),
+    relative to what the steps changed (how much of the update itself differs), and the count of
+    elements farther than rtol of the tensor's largest value."""
+    out = {}
+    for key, t in theirs.items():
+        scale = max(float(np.abs(t).max()), 1e-12)
+        difference = np.abs(ours[key] - t)
+        change = float(np.abs(t - before[key]).max())
+        largest = float(difference.max())
+        out[key] = (largest / scale, largest / change if change > 1e-9 else 0.0, int((difference > rtol * scale).sum()))
+    return out
+
+
+def run_cnn_train_steps(args, name, weights, input_path, recipe_path, workdir, steps, compute):
+    after = os.path.join(workdir, f"{name}_{compute}_after.safetensors")
+    output = os.path.join(workdir, f"{name}_{compute}_output.safetensors")
+    command = [args.cnn_forward, "--model", name, "--classes", str(CLASSES), "--weights", weights, "--input", input_path,
+               "--output", output, "--device", args.device, "--dropout", "0", "--drop-path", "0", "--compute", compute,
+               "--train-steps", str(steps), "--steps-per-epoch", str(STEPS_PER_EPOCH), "--recipe", recipe_path,
+               "--weights-out", after]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"cnn_forward --compute {compute} exited with {result.returncode}:\n{result.stderr.strip()}")
+    return {k: v.astype(np.float64) for k, v in read_safetensors(after).items()}
 
 
 def check_training(name, optimizer_name, args, workdir):
-    """One row: cnn's weights after TRAIN_STEPS steps against PyTorch's (float32; float64 for scale)."""
+    """One row: cnn's weights after 1 and after TRAIN_STEPS steps against PyTorch's, computed in double
+    (the criterion), and after TRAIN_STEPS steps in float32 (for information; see the file comment)."""
     started = time.time()
     recipe = RECIPES[optimizer_name]
     model = build_model(name, args.train_size, **TORCH_NO_DROPOUT.get(name, {}))
@@ -293,70 +353,72 @@ def check_training(name, optimizer_name, args, workdir):
     weights = os.path.join(workdir, f"{name}.safetensors")
     input_path = os.path.join(workdir, f"{name}_batch.safetensors")
     recipe_path = os.path.join(workdir, f"{optimizer_name}.ini")
-    after = os.path.join(workdir, f"{name}_{optimizer_name}_after.safetensors")
-    output = os.path.join(workdir, f"{name}_{optimizer_name}_output.safetensors")
     write_safetensors(weights, state_as_numpy(model), {"format": "pt"})
     write_safetensors(input_path, {"input": x.numpy(), "labels": labels.numpy().astype(np.int64)})
     with open(recipe_path, "w") as f:
         f.write(recipe_ini(recipe))
     before = {k: v.detach().double().numpy() for k, v in model.state_dict().items() if v.is_floating_point()}
-    torch32 = torch_train_steps(copy.deepcopy(model), recipe, x, labels)
-    torch64 = torch_train_steps(copy.deepcopy(model).double(), recipe, x.double(), labels)
-    command = [args.cnn_forward, "--model", name, "--classes", str(CLASSES), "--weights", weights, "--input", input_path,
-               "--output", output, "--device", args.device, "--dropout", "0", "--drop-path", "0",
-               "--train-steps", str(TRAIN_STEPS), "--steps-per-epoch", str(STEPS_PER_EPOCH), "--recipe", recipe_path,
-               "--weights-out", after]
-    result = subprocess.run(command, capture_output=True, text=True)
     row = {"model": name, "optimizer": optimizer_name, "steps": TRAIN_STEPS}
-    if result.returncode != 0:
-        row.update(passed=False, error=f"cnn_forward exited with {result.returncode}:\n{result.stderr.strip()}")
+    try:
+        first = weight_differences(
+            run_cnn_train_steps(args, name, weights, input_path, recipe_path, workdir, 1, "f64"),
+            torch_train_steps(copy.deepcopy(model), recipe, x, labels, 1, compute=torch.float64), before, args.train_rtol)
+        torch64 = torch_train_steps(copy.deepcopy(model), recipe, x, labels, TRAIN_STEPS, compute=torch.float64)
+        ours64 = run_cnn_train_steps(args, name, weights, input_path, recipe_path, workdir, TRAIN_STEPS, "f64")
+        torch32 = torch_train_steps(copy.deepcopy(model), recipe, x, labels, TRAIN_STEPS)
+        ours32 = run_cnn_train_steps(args, name, weights, input_path, recipe_path, workdir, TRAIN_STEPS, "f32")
+    except RuntimeError as error:
+        row.update(passed=False, error=str(error))
         return row
-    ours = {k: v.astype(np.float64) for k, v in read_safetensors(after).items()}
-    missing = sorted(set(torch32) - set(ours))
+    missing = sorted(set(torch64) - set(ours64))
     if missing:
         row.update(passed=False, error=f"cnn's weights lack {missing[:3]}")
         return row
-    # Per tensor: the difference relative to the tensor's largest value (the criterion), and
-    # relative to what the steps changed (how much of the update itself differs).
-    # A tensor passes within rtol of PyTorch's float32, or, where PyTorch's float32 is itself farther
-    # than that from its float64 (AdamW's first steps turn gradients near 0 into steps of +-lr
-    # whatever their rounding), when cnn is no farther from float64 than PyTorch's float32 is (x2).
-    worst, worst_name, worst_update, noise, ours_exact, failed = 0.0, "", 0.0, 0.0, 0.0, []
-    for key, theirs in torch32.items():
-        scale = max(float(np.abs(theirs).max()), 1e-12)
-        difference = float(np.abs(ours[key] - theirs).max())
-        change = max(float(np.abs(theirs - before[key]).max()), 1e-12)
-        if difference / scale > worst:
-            worst, worst_name = difference / scale, key
-        worst_update = max(worst_update, difference / change if change > 1e-9 else 0.0)
-        torch_noise = float(np.abs(torch64[key] - theirs).max()) / scale
-        ours_from_exact = float(np.abs(torch64[key] - ours[key]).max()) / scale
-        noise, ours_exact = max(noise, torch_noise), max(ours_exact, ours_from_exact)
-        if difference / scale > args.train_rtol and ours_from_exact > 2 * torch_noise + args.train_rtol:
-            failed.append(key)
-        if os.environ.get("CNN_COMPARE_VERBOSE"):
-            print(f"  {name} {optimizer_name} {key:<40} relative {difference / scale:.2e}  of update {difference / change:.2e}")
-    row.update(relative=worst, worst_tensor=worst_name, of_update=worst_update, torch_f64_vs_f32=noise,
-               ours_vs_torch_f64=ours_exact, tolerance=args.train_rtol, within_rtol=bool(worst <= args.train_rtol),
-               failed_tensors=failed[:10], passed=not failed, seconds=round(time.time() - started, 1))
+    last = weight_differences(ours64, torch64, before, args.train_rtol)
+    f32 = weight_differences(ours32, torch32, before, args.train_rtol)
+    noise = weight_differences(torch32, torch64, before, args.train_rtol)  # PyTorch's own float32 against its double
+    # After one step every element within rtol; after the last, AdamW may leave a few elements farther
+    # (see the file comment): at most OUTLIER_SHARE of the model's elements, and a few of any tensor's,
+    # where a wrong rule would move most of them.
+    adamw = recipe["name"] == "adamw"
+    outliers, elements = sum(far for _, _, far in last.values()), sum(v.size for v in ours64.values())
+    failed = [k for k, (_, _, far) in first.items() if far > 0]
+    failed += [k for k, (_, _, far) in last.items()
+               if far > (TENSOR_OUTLIER_SHARE * ours64[k].size if adamw else 0) and k not in failed]
+    if adamw and outliers > OUTLIER_SHARE * elements:
+        failed.append(f"{outliers} elements beyond the tolerance")
+    worst = max(last, key=lambda k: last[k][0] if last[k][2] == 0 else 0.0)  # the worst tensor without outliers
+    if os.environ.get("CNN_COMPARE_VERBOSE"):
+        for key in last:
+            print(f"  {name} {optimizer_name} {key:<40} 1 step {first[key][0]:.2e}  {TRAIN_STEPS} steps {last[key][0]:.2e} "
+                  f"(of update {last[key][1]:.2e}, {last[key][2]} beyond)  f32 {f32[key][0]:.2e}  "
+                  f"torch f32-f64 {noise[key][0]:.2e}")
+    row.update(first_step=max(r for r, _, _ in first.values()), relative=last[worst][0], worst_tensor=worst,
+               outliers=outliers, elements=elements,
+               f32_relative=max(r for r, _, _ in f32.values()), torch_f32_vs_f64=max(r for r, _, _ in noise.values()),
+               tolerance=args.train_rtol, failed_tensors=failed[:10], passed=not failed,
+               seconds=round(time.time() - started, 1))
     return row
 
 
 def print_training_table(rows, args):
-    print(f"\nweights after {TRAIN_STEPS} steps (batch {TRAIN_BATCH}, {args.train_size}x{args.train_size}, warmup+cosine, "
-          f"label smoothing {LABEL_SMOOTHING}, no decay for BN and biases): max |cnn - torch| / max |torch| per tensor")
-    header = f"{'model':<16} {'optim':<6} {'relative':>10} {'of update':>10} {'f64-f32':>10} {'ours-f64':>10} " \
-             f"{'tolerance':>10}  result"
+    print(f"\nweights after 1 and {TRAIN_STEPS} steps (batch {TRAIN_BATCH}, {args.train_size}x{args.train_size}, warmup+cosine, "
+          f"label smoothing {LABEL_SMOOTHING}, no decay for BN and biases): max |cnn - torch| / max |torch| per tensor,\n"
+          f"activations and gradients in double on both sides (float32 masters); 'beyond': elements farther than the "
+          f"tolerance after {TRAIN_STEPS} steps; f32: both sides in float32, for information, next to PyTorch's own "
+          f"float32 distance from its double run")
+    header = f"{'model':<16} {'optim':<6} {'1 step':>9} {f'{TRAIN_STEPS} steps':>9} {'beyond':>14} {'tolerance':>9} " \
+             f"{'f32':>9} {'torch f32':>9}  result"
     print(header)
     print("-" * len(header))
     for r in rows:
         if "error" in r:
             print(f"{r['model']:<16} {r['optimizer']:<6} FAILED: {r['error']}")
             continue
-        print(f"{r['model']:<16} {r['optimizer']:<6} {r['relative']:>10.2e} {r['of_update']:>10.2e} "
-              f"{r['torch_f64_vs_f32']:>10.2e} {r['ours_vs_torch_f64']:>10.2e} {r['tolerance']:>10.2e}  "
-              f"{('ok' if r['within_rtol'] else 'ok, as close to f64 as torch f32') if r['passed'] else 'FAILED'}"
-              f"  (worst: {r['worst_tensor']})")
+        beyond = f"{r['outliers']}/{r['elements'] / 1e6:.1f}M"
+        print(f"{r['model']:<16} {r['optimizer']:<6} {r['first_step']:>9.2e} {r['relative']:>9.2e} {beyond:>14} "
+              f"{r['tolerance']:>9.1e} {r['f32_relative']:>9.2e} {r['torch_f32_vs_f64']:>9.2e}  "
+              f"{'ok' if r['passed'] else 'FAILED (' + ', '.join(r['failed_tensors'][:3]) + ')'}")
 
 
 def print_table(rows, args):

@@ -36,8 +36,10 @@ Tensor forward_backward(Learner& learner, const MicroBatch& batch, const TrainSe
     Tensor targets;  // MixUp/CutMix: the images are mixed in place, the targets are soft
     if (loss_settings.mixing)
       targets = data::mix_batch(images, batch.labels, settings.data.classes, loss_settings.mix, seed, epoch, index).targets;
-    const Tensor logits = learner.model->forward(images).to(DType::f32);  // forward
-    loss = loss_settings.mixing ? cross_entropy_soft(logits, targets)     // loss
+    // The loss in f32 from f16/bf16/f32 logits; in f64 from f64 ones (cnn_forward --compute f64).
+    const DType loss_dtype = accumulate_dtype(learner.model->compute_dtype());
+    const Tensor logits = learner.model->forward(images).to(loss_dtype);  // forward
+    loss = loss_settings.mixing ? cross_entropy_soft(logits, targets.to(loss_dtype))  // loss
                                 : cross_entropy(logits, batch.labels, loss_settings.label_smoothing);
   }
   // The seed: the loss scale (on the device, never read here) over the micro-batches of the step.
@@ -48,6 +50,7 @@ Tensor forward_backward(Learner& learner, const MicroBatch& batch, const TrainSe
                         ? learner.scaler.scale_tensor().clone()
                         : div(learner.scaler.scale_tensor(),
                               Tensor::full({}, static_cast<double>(settings.loop.accumulate), DType::f32, device));
+    if (loss_gradient.dtype() != loss.dtype()) loss_gradient = loss_gradient.to(loss.dtype());
   }
   {
     const profiler::Scope span("backward", profiler::Category::phase, device);

@@ -181,19 +181,18 @@ bool onednn_conv2d(ConvDirection direction, DType dt, const ConvGeometry& g, con
   try {
     switch (direction) {
       case ConvDirection::forward:
+      case ConvDirection::backward_data: {
+        // The same call with the roles swapped: forward reads x and writes y, backward-data reads dy
+        // and writes dx, both through the weights.
+        const bool forward = direction == ConvDirection::forward;
         if (p.reorders) p.weight_reorder.execute(stream, user, primitive_weights);
-        p.primitive.execute(stream, {{DNNL_ARG_SRC, memory(src, engine, const_cast<void*>(first))},
+        p.primitive.execute(stream, {{forward ? DNNL_ARG_SRC : DNNL_ARG_DIFF_DST,
+                                      memory(forward ? src : dst, engine, const_cast<void*>(first))},
                                      {DNNL_ARG_WEIGHTS, primitive_weights},
-                                     {DNNL_ARG_DST, memory(dst, engine, out)},
+                                     {forward ? DNNL_ARG_DST : DNNL_ARG_DIFF_SRC, memory(forward ? dst : src, engine, out)},
                                      {DNNL_ARG_SCRATCHPAD, scratchpad}});
         break;
-      case ConvDirection::backward_data:
-        if (p.reorders) p.weight_reorder.execute(stream, user, primitive_weights);
-        p.primitive.execute(stream, {{DNNL_ARG_DIFF_DST, memory(dst, engine, const_cast<void*>(first))},
-                                     {DNNL_ARG_WEIGHTS, primitive_weights},
-                                     {DNNL_ARG_DIFF_SRC, memory(src, engine, out)},
-                                     {DNNL_ARG_SCRATCHPAD, scratchpad}});
-        break;
+      }
       case ConvDirection::backward_filter:
         p.primitive.execute(stream, {{DNNL_ARG_SRC, memory(src, engine, const_cast<void*>(first))},
                                      {DNNL_ARG_DIFF_DST, memory(dst, engine, const_cast<void*>(second))},

@@ -128,13 +128,6 @@ class Trainer {
   void end_epoch(const EpochProgress& epoch);
   bool validate_epoch(int64_t epoch, EpochLine& line, std::map<std::string, double>& numbers);
   Validation validate_weights(int64_t epoch, Weights weights);
-  // Records what best.h5 now holds (the run's summary reports it): `weights`' validation after `epoch`.
-  void note_best(const Validation& validation, int64_t epoch, Weights weights) {
-    best_validation_ = validation;
-    summary_.best_top1 = validation.top1;
-    summary_.best_epoch = epoch + 1;
-    summary_.best_weights = weights == Weights::ema ? "EMA" : weights == Weights::swa ? "SWA" : "";
-  }
   void finish_swa(int64_t epochs_done);
   Tensor next_training_images(int64_t epoch, int64_t& batches);
   // The epoch's next batch from the loader, its wait a span of the profiler (and the profiled step's start).
@@ -567,9 +560,11 @@ bool Trainer::validate_epoch(int64_t epoch, EpochLine& line, std::map<std::strin
   const bool lower_is_better = settings_.checkpoint.best_is_loss;
   const double metric = lower_is_better ? judged.loss : judged.top1, best = progress_.best_metric;
   const bool improved = std::isnan(best) || (lower_is_better ? metric < best : metric > best);
-  if (improved) {
-    progress_.best_metric = metric;
-    note_best(judged, epoch, best_weights());
+  if (improved) progress_.best_metric = metric;
+  if (result.top1 > summary_.best_top1) {
+    best_validation_ = result;
+    summary_.best_top1 = result.top1;
+    summary_.best_epoch = epoch + 1;
   }
   learner_.schedule.observe(settings_.checkpoint.plateau_watches_top1 ? result.top1 : result.loss);
   return improved;
@@ -670,7 +665,6 @@ void Trainer::finish_swa(int64_t epochs_done) {
     const double metric = lower_is_better ? result.loss : result.top1, best = progress_.best_metric;
     if (std::isnan(best) || (lower_is_better ? metric < best : metric > best)) {
       progress_.best_metric = metric;
-      note_best(result, key - 1, Weights::swa);
       if (settings_.checkpoint.save_best) save(folder_.best_checkpoint(), epochs_done, 0, Weights::swa);
       text += " (best)";
     }
@@ -707,21 +701,13 @@ TrainSummary Trainer::finish() {
   summary_.data_wait_share = loader_seconds > 0 ? wait_seconds_ / loader_seconds : 0;
   std::ostringstream done;
   done << std::fixed << std::setprecision(2) << "done: ";
-  if (summary_.best_top1 >= 0) {
-    const std::string whose = summary_.best_weights.empty() ? "" : " (" + summary_.best_weights + " weights)";
-    if (settings_.checkpoint.best_is_loss)
-      done << "best val loss " << std::setprecision(4) << best_validation_.loss << std::setprecision(2) << whose << " (top-1 "
-           << summary_.best_top1 << "%) at epoch " << summary_.best_epoch << ", ";
-    else
-      done << "best val top-1 " << summary_.best_top1 << "%" << whose << " at epoch " << summary_.best_epoch << ", ";
-  }
+  if (summary_.best_top1 >= 0) done << "best val top-1 " << summary_.best_top1 << "% at epoch " << summary_.best_epoch << ", ";
   done << "total " << format_seconds(summary_.seconds) << ", " << std::setprecision(1) << summary_.images_per_second
        << " img/s, data wait " << 100 * summary_.data_wait_share << "%; run folder " << folder_.dir.string();
   RunReport report{.best_top1 = summary_.best_top1,
                    .best_epoch = summary_.best_epoch,
                    .best_loss = summary_.best_top1 >= 0 ? best_validation_.loss : std::nan(""),
                    .best_top5 = summary_.best_top1 >= 0 ? best_validation_.top5 : std::nan(""),
-                   .best_weights = summary_.best_weights,
                    .total_seconds = summary_.seconds,
                    .validation_seconds = validation_seconds_,
                    .images_per_second = summary_.images_per_second,

@@ -38,11 +38,8 @@ struct TrainSummary {
   int64_t epochs_run = 0, steps = 0;
   int64_t skipped_steps = 0;  // optimizer steps skipped for inf/nan gradients (divergence.h)
   bool interrupted = false;   // stopped by Ctrl-C / SIGTERM after a step (last.h5 holds it)
-  // The validation of the weights best.h5 holds (the best by [checkpoint] best_metric): top-1 in
-  // percent (-1: no validation), its epoch, and whose weights they are ("" live, "EMA" or "SWA").
-  double best_top1 = -1;
+  double best_top1 = -1;  // best validation top-1 in percent (-1: no validation)
   int64_t best_epoch = -1;
-  std::string best_weights;
   double last_top1 = -1, last_val_loss = -1;
   double last_ema_top1 = -1;  // of the EMA weights ([ema] on)
   double swa_top1 = -1;       // of the SWA average at the end ([swa] on)

@@ -68,12 +68,9 @@ std::string format_validation_bar(int64_t done, int64_t total, int width);
 
 // What the end of a run reports, below the "done:" line.
 struct RunReport {
-  // best.h5's validation: top-1 in percent (-1: no validation), epoch, loss and top-5, and whose
-  // weights it holds ("" the live ones, "EMA" or "SWA").
-  double best_top1 = -1;
+  double best_top1 = -1;  // percent; -1: no validation
   int64_t best_epoch = -1;
   double best_loss = std::nan(""), best_top5 = std::nan("");
-  std::string best_weights;
   double total_seconds = 0, validation_seconds = 0;
   double images_per_second = 0, data_wait = 0;
   int64_t steps = 0, skipped_steps = 0;

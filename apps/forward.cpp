@@ -48,7 +48,7 @@ struct Options {
   int64_t train_steps = 0, steps_per_epoch = 1;
   std::string recipe, weights_out;
   std::string compute = "f32";
-  DType compute_dtype() const { return compute == "f64" ? DType::f64 : DType::f32; }
+  DType compute_dtype() const { return parse_dtype(compute); }
 };
 
 // The model with its weights: built as cnn_train builds it (train::build_learner) when it trains.
@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
       const WeightsReport report = load_weights(*model, o.weights);
       std::fprintf(stderr, "cnn_forward: %s\n", report.summary().c_str());
       model->to(device);
-      if (o.compute_dtype() != DType::f32) model->to(o.compute_dtype());
+      model->to(o.compute_dtype());
     }
     model->train(o.train_mode);
     Tensor y;

@@ -179,9 +179,13 @@ def state_as_numpy(model):
     return {k: v.detach().cpu().contiguous().numpy() for k, v in model.state_dict().items()}
 
 
+def cnn_forward_command(program, name, weights, input_path, output, device):
+    return [program, "--model", name, "--classes", str(CLASSES), "--weights", weights,
+            "--input", input_path, "--output", output, "--device", device]
+
+
 def run_cnn_forward(program, name, weights, input_path, output, train_mode, device):
-    command = [program, "--model", name, "--classes", str(CLASSES), "--weights", weights,
-               "--input", input_path, "--output", output, "--device", device]
+    command = cnn_forward_command(program, name, weights, input_path, output, device)
     if train_mode:
         command += ["--train-mode", "--dropout", "0", "--drop-path", "0"]
     result = subprocess.run(command, capture_output=True, text=True)
@@ -331,10 +335,9 @@ def weight_differences(ours, theirs, before, rtol):
 def run_cnn_train_steps(args, name, weights, input_path, recipe_path, workdir, steps, compute):
     after = os.path.join(workdir, f"{name}_{compute}_after.safetensors")
     output = os.path.join(workdir, f"{name}_{compute}_output.safetensors")
-    command = [args.cnn_forward, "--model", name, "--classes", str(CLASSES), "--weights", weights, "--input", input_path,
-               "--output", output, "--device", args.device, "--dropout", "0", "--drop-path", "0", "--compute", compute,
-               "--train-steps", str(steps), "--steps-per-epoch", str(STEPS_PER_EPOCH), "--recipe", recipe_path,
-               "--weights-out", after]
+    command = cnn_forward_command(args.cnn_forward, name, weights, input_path, output, args.device) + [
+        "--dropout", "0", "--drop-path", "0", "--compute", compute, "--train-steps", str(steps),
+        "--steps-per-epoch", str(STEPS_PER_EPOCH), "--recipe", recipe_path, "--weights-out", after]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(f"cnn_forward --compute {compute} exited with {result.returncode}:\n{result.stderr.strip()}")

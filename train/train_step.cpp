@@ -50,7 +50,7 @@ Tensor forward_backward(Learner& learner, const MicroBatch& batch, const TrainSe
                         ? learner.scaler.scale_tensor().clone()
                         : div(learner.scaler.scale_tensor(),
                               Tensor::full({}, static_cast<double>(settings.loop.accumulate), DType::f32, device));
-    if (loss_gradient.dtype() != loss.dtype()) loss_gradient = loss_gradient.to(loss.dtype());
+    loss_gradient = loss_gradient.to(loss.dtype());  // f64 for an f64 loss; no copy otherwise
   }
   {
     const profiler::Scope span("backward", profiler::Category::phase, device);

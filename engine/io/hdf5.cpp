@@ -12,6 +12,7 @@
 #include "engine/io/atomic_file.h"
 #include "engine/io/crc32c.h"
 #include "engine/io/hdf5_checksums.h"
+#include "engine/io/hdf5_superblock.h"
 
 namespace cnn::io {
 
@@ -504,6 +505,7 @@ TensorFile load_hdf5(const std::filesystem::path& path) {
   if (!table && !starts_with_hdf5_signature(path))
     fail(path, "has a user block before its HDF5 data that does not hold cnn's checksum table: its first bytes are "
                "damaged, or another program wrote it with a user block (save it again without one, e.g. with h5py)");
+  if (!table) check_foreign_superblock(path);  // a file cnn did not write: its superblock, before HDF5 trusts it
   Handle fapl = check(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, path, "cannot create a property list");
   H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG);
   Handle file = check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose, path,

@@ -2,7 +2,6 @@
 // published check values, the hardware and table paths agreeing, and HDF5 files that refuse every
 // damaged byte by naming the damaged part — or load exactly what was written.
 #include <doctest/doctest.h>
-#include <hdf5.h>
 
 #include <fstream>
 #include <random>
@@ -11,6 +10,7 @@
 #include "engine/io/hdf5.h"
 #include "engine/io/safetensors.h"
 #include "error_message.h"
+#include "foreign_hdf5.h"
 #include "test_io_support.h"
 
 using namespace cnn;
@@ -161,18 +161,7 @@ TEST_CASE("HDF5 files: every flipped byte is refused or changes nothing that is 
 TEST_CASE("HDF5 files written by other programs (no checksum table) load unverified") {
   ScratchDir dir("hdf5_foreign");
   const std::filesystem::path path = dir / "foreign.h5";
-  {
-    const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    const hsize_t dims[1] = {3};
-    const hid_t space = H5Screate_simple(1, dims, nullptr);
-    const hid_t dataset =
-        H5Dcreate2(file, "fc.bias", H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    const float values[3] = {1.0f, 2.0f, 3.0f};
-    H5Dwrite(dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values);
-    H5Dclose(dataset);
-    H5Sclose(space);
-    H5Fclose(file);
-  }
+  io_test::write_foreign_hdf5(path);
   const TensorFile read = load_hdf5(path);
   CHECK_FALSE(read.checksummed);
   CHECK(read.tensor("fc.bias").to_doubles() == std::vector<double>{1.0, 2.0, 3.0});

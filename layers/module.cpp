@@ -22,12 +22,12 @@ Tensor Module::forward(const Tensor& x) {
 // ---- registration ----
 
 size_t Module::add_parameter(std::string name, const Shape& shape, ParamRole role, ParamInit init) {
-  parameters_.push_back({std::move(name), shape, DType::f32, role, init, Tensor()});
+  parameters_.push_back({std::move(name), shape, DType::f32, role, init, Tensor(), Tensor()});
   return parameters_.size() - 1;
 }
 
 size_t Module::add_buffer(std::string name, const Shape& shape, DType dtype, ParamInit init) {
-  buffers_.push_back({std::move(name), shape, dtype, ParamRole::bias, init, Tensor()});
+  buffers_.push_back({std::move(name), shape, dtype, ParamRole::bias, init, Tensor(), Tensor()});
   return buffers_.size() - 1;
 }
 
@@ -59,7 +59,15 @@ const Tensor& Module::parameter(size_t index) const { return checked_tensor(para
 
 Tensor Module::parameter_as(size_t index, const Tensor& x) const {
   const Tensor& p = parameter(index);
-  return p.dtype() == x.dtype() ? p : cast(p, x.dtype());
+  if (p.dtype() == x.dtype()) return p;
+  const Tensor& cached = parameters_[index].low_precision;
+  if (!cached.defined() || cached.dtype() != x.dtype()) return cast(p, x.dtype());
+  // cast(p) without the cast: the cached copy's values, with cast's gradient rule back to the master
+  Tensor y = cached.detach();
+  const DType master_dtype = p.dtype();
+  record_op("cast", {p}, {y},
+            [master_dtype](const std::vector<Tensor>& g) -> std::vector<Tensor> { return {cast(g[0], master_dtype)}; });
+  return y;
 }
 
 const Tensor& Module::buffer(size_t index) const { return checked_tensor(buffers_.at(index), "buffer"); }
@@ -161,6 +169,7 @@ void Module::train(bool on) {
 }
 
 void Module::set_parameters(const std::vector<Tensor>& tensors) {
+  drop_low_precision_copies();
   std::vector<Slot*> slots;
   walk("", false, [&](Module& m, const std::string&, bool) {
     for (Slot& s : m.parameters_) slots.push_back(&s);
@@ -220,6 +229,7 @@ void Module::reseed(uint64_t seed) {
 }
 
 void Module::to(Device device) {
+  if (device != device_) drop_low_precision_copies();
   NoGrad no_grad;
   walk("", false, [&](Module& m, const std::string&, bool) {
     m.device_ = device;
@@ -237,7 +247,53 @@ void Module::to(Device device) {
 void Module::to(DType compute_dtype) {
   CNN_CHECK(is_floating(compute_dtype), type_name_, ".to(", dtype_name(compute_dtype),
             "): activations are computed in a floating dtype (f32, f64, f16 or bf16)");
+  if (compute_dtype != compute_dtype_) drop_low_precision_copies();
   walk("", false, [&](Module& m, const std::string&, bool) { m.compute_dtype_ = compute_dtype; });
+}
+
+// ---- cached low-precision weights ----
+
+namespace {
+// Parameters that the layers cast to the compute dtype (convolutions, linear layers); normalisation
+// parameters are used in f32.
+bool cast_where_used(ParamRole role) { return role != ParamRole::norm_weight && role != ParamRole::norm_bias; }
+}  // namespace
+
+std::vector<NamedTensor> Module::keep_low_precision_copies() {
+  drop_low_precision_copies();
+  std::vector<NamedTensor> copies;
+  if (compute_dtype_ != DType::f16 && compute_dtype_ != DType::bf16) return copies;
+  NoGrad no_grad;
+  walk("", false, [&](Module& m, const std::string& prefix, bool) {
+    for (Slot& s : m.parameters_) {
+      if (!cast_where_used(s.role) || !s.tensor.defined() || s.tensor.dtype() != DType::f32) continue;
+      s.low_precision = cast(s.tensor, m.compute_dtype_);
+      copies.push_back({prefix + s.name, s.low_precision});
+    }
+  });
+  return copies;
+}
+
+void Module::refresh_low_precision_copies() {
+  NoGrad no_grad;
+  walk("", false, [&](Module& m, const std::string&, bool) {
+    for (Slot& s : m.parameters_)
+      if (s.low_precision.defined()) s.low_precision.copy_(cast(s.tensor, s.low_precision.dtype()));
+  });
+}
+
+void Module::drop_low_precision_copies() {
+  walk("", false, [&](Module& m, const std::string&, bool) {
+    for (Slot& s : m.parameters_) s.low_precision = Tensor();
+  });
+}
+
+bool Module::keeps_low_precision_copies() const {
+  bool any = false;
+  walk("", false, [&](const Module& m, const std::string&, bool) {
+    for (const Slot& s : m.parameters_) any = any || s.low_precision.defined();
+  });
+  return any;
 }
 
 // ---- gradient checkpointing ----

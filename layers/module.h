@@ -74,6 +74,20 @@ class Module {
   Device device() const { return device_; }
   DType compute_dtype() const { return compute_dtype_; }
 
+  // ---- cached low-precision weights (PyTorch's autocast weight cache) ----
+  // With a compute dtype of f16 or bf16, keeps a copy of every convolution and linear parameter cast
+  // to it, which the layers then use instead of casting the f32 master in every forward (the
+  // gradient still reaches the master, as through cast()). Returns the copies by parameter name, for
+  // the optimizer, whose update kernel rewrites them in the pass that updates the masters
+  // (Optimizer::set_low_precision_copy). With an f32 or f64 compute dtype it keeps none.
+  // Whatever else writes master weights (loading weights, restoring a checkpoint, swapping in an
+  // average, a broadcast) calls refresh_low_precision_copies() afterwards; set_parameters() and a
+  // move to another device or compute dtype drop the copies.
+  std::vector<NamedTensor> keep_low_precision_copies();
+  void refresh_low_precision_copies();
+  void drop_low_precision_copies();
+  bool keeps_low_precision_copies() const;
+
   // ---- gradient checkpointing ----
   // Runs the residual and MBConv blocks below this module under engine checkpoint() while training:
   // only each block's input is kept for the backward pass, which replays the block.
@@ -138,6 +152,7 @@ class Module {
     ParamRole role = ParamRole::conv_weight;
     ParamInit init;
     Tensor tensor;  // undefined until initialize()
+    Tensor low_precision;  // the cached cast of `tensor` to the compute dtype, if kept
   };
 
   void adopt(std::string name, std::unique_ptr<Module> module);

@@ -159,6 +159,7 @@ WeightsReport import_state(Module& model, const io::NamedTensors& tensors, Weigh
     Tensor d = dst;
     d.copy_(src.to(dst.dtype()).to(dst.device()));
   }
+  model.refresh_low_precision_copies();
   report.loaded = copies.size();
   return report;
 }

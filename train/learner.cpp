@@ -48,6 +48,9 @@ Learner build_learner(const TrainSettings& settings, int64_t steps_per_epoch, Ru
   schedule.steps_per_epoch = steps_per_epoch;
   Learner learner{std::move(model), std::move(optimizer), LrSchedule(schedule), LossScaler(settings.precision.loss_scaler, settings.compute.device), nullptr,
                   nullptr};
+  if (settings.precision.cast_cache)
+    for (const NamedTensor& copy : learner.model->keep_low_precision_copies())
+      learner.optimizer->set_low_precision_copy(copy.name, copy.tensor);
   if (settings.ema.on()) learner.ema = std::make_unique<Ema>(*learner.model, settings.ema);
   if (settings.swa.on()) learner.swa = std::make_unique<Swa>(settings.swa);
   return learner;
@@ -80,6 +83,7 @@ void restore_averages(Learner& learner, const TrainingState& saved, const std::s
 RunProgress restore_learner(Learner& learner, const TrainingState& saved, const std::filesystem::path& checkpoint, RunLog& log) {
   restore_tensors(saved.params, as_named(learner.model->named_parameters()), checkpoint.string());
   restore_tensors(saved.buffers, as_named(learner.model->named_buffers()), checkpoint.string());
+  learner.model->refresh_low_precision_copies();
   learner.optimizer->load_state(saved.optimizer);
   learner.schedule.load_state(saved.lr_schedule);
   if (!saved.loss_scaler.empty()) learner.scaler.load_state(saved.loss_scaler);

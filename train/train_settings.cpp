@@ -190,6 +190,7 @@ TrainSettings from_config(const Config& config, const distributed::World& world)
   settings.precision.mode = config.text("precision.mode");
   settings.precision.compute = compute_dtype(settings.precision.mode);
   settings.precision.loss_scaler = loss_scaler_options(config);
+  settings.precision.cast_cache = config.boolean("precision.cast_cache");
   settings.data = data_settings(config, settings.compute, settings.precision.compute, world);
   settings.augment = augment_settings(config);
   settings.model = model_settings(config);

@@ -122,6 +122,8 @@ struct PrecisionSettings {
   std::string mode = "fp32";  // fp32 | fp16 | bf16, as written in the log
   DType compute = DType::f32;
   LossScalerOptions loss_scaler;
+  // Keep low-precision copies of the weights that layers cast (Module::keep_low_precision_copies).
+  bool cast_cache = true;
   bool fp16() const { return compute == DType::f16; }
 };
 

@@ -1,6 +1,8 @@
 // Weight averages and swapping them into a model (see weight_average.h).
 #include "train/weight_average.h"
 
+#include <exception>
+
 #include "engine/backend.h"
 #include "engine/tape.h"
 #include "kernels/weight_average.h"
@@ -61,17 +63,25 @@ void WeightAverage::update(const Module& model, double weight) {
 
 void WeightAverage::load(const io::NamedTensors& saved, const std::string& source) { restore_tensors(saved, tensors_, source); }
 
-WeightSwap::WeightSwap(Module& model, const WeightAverage* average) : model_(model) {
+WeightSwap::WeightSwap(Module& model, const WeightAverage* average)
+    : model_(model), exceptions_at_start_(std::uncaught_exceptions()) {
   if (!average) return;
   NoGrad no_grad;
   saved_ = copies_of(whole_state(model));
   restore_tensors(average->tensors(), floating_state(model), "the weight average");
+  model.refresh_low_precision_copies();
 }
 
-WeightSwap::~WeightSwap() {
+WeightSwap::~WeightSwap() noexcept(false) {
   if (saved_.empty()) return;
-  NoGrad no_grad;
-  restore_tensors(saved_, whole_state(model_), "the model's own weights");
+  try {
+    NoGrad no_grad;
+    restore_tensors(saved_, whole_state(model_), "the model's own weights");
+    model_.refresh_low_precision_copies();
+  } catch (...) {
+    // Throwing while another exception unwinds would end the process in std::terminate.
+    if (std::uncaught_exceptions() == exceptions_at_start_) throw;
+  }
 }
 
 const char* weights_name(Weights weights) {

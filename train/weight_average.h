@@ -40,17 +40,20 @@ class WeightAverage {
 
 // Puts an average's weights into a model for as long as it lives (validation, saving, SWA's
 // BatchNorm pass), then the model's own state back exactly: parameters and every buffer, counts
-// included. A null average changes nothing.
+// included. A null average changes nothing. Putting the state back allocates and may fail (out of
+// memory): the error is thrown from the destructor, unless the scope is already being left by an
+// exception, which then goes on (the run is ending; the model's state no longer matters).
 class WeightSwap {
  public:
   WeightSwap(Module& model, const WeightAverage* average);
-  ~WeightSwap();
+  ~WeightSwap() noexcept(false);
   WeightSwap(const WeightSwap&) = delete;
   WeightSwap& operator=(const WeightSwap&) = delete;
 
  private:
   Module& model_;
   io::NamedTensors saved_;  // copies of the model's own state; empty: nothing was swapped
+  int exceptions_at_start_ = 0;  // std::uncaught_exceptions() when the swap began
 };
 
 // Which weights a checkpoint or an exported model holds: the trained ("live") weights, their EMA

@@ -516,3 +516,20 @@ TEST_CASE("trainer: SWA from start_epoch with EMA and accumulation: swa.h5 with 
   CHECK(run.quiet.str().find("swa: 2 models averaged, BatchNorm statistics from 8 training batches; val loss") != std::string::npos);
   CHECK(io::load_safetensors(runs.full.run_dir / "model.safetensors").metadata.at("cnn.weights") == "swa");
 }
+
+TEST_CASE("trainer: bf16 with cached low-precision weights trains bit for bit as casting every forward, through EMA swaps and a resume") {
+  SmallRun run("cast_cache", 256, 64, 1, 2);
+  // EMA validation swaps the averaged weights in and out each epoch; the resume restores the weights
+  // from last.h5 after the copies were made: each must leave the copies equal to the masters' cast.
+  const std::vector<std::string> bf16 = {"precision.mode=bf16", "ema.decay=0.9"};
+  TrainRunOptions opts = run.opts;
+  opts.record_step_losses = true;
+  std::vector<std::string> uncached = bf16;
+  uncached.insert(uncached.end(), {"precision.cast_cache=false", "run.name=uncached"});
+  const TrainSummary plain = run_training(Config::parse(run.text, "test.ini", uncached), opts);
+  const ResumeRuns cached = check_resume_reproduces(run.text, run.opts, bf16, 11);
+  CHECK(cached.full.step_losses == plain.step_losses);
+  CHECK(cached.full.last_top1 == plain.last_top1);
+  CHECK(cached.full.last_ema_top1 == plain.last_ema_top1);
+  check_same_tensors(load_checkpoint(cached.second.run_dir / "last.h5").params, load_checkpoint(plain.run_dir / "last.h5").params);
+}

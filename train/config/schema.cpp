@@ -156,6 +156,10 @@ std::vector<KeySpec> build_schema() {
       boolean("precision", "tf32", "false",
               "TF32 tensor cores for f32 convolutions and matrix products on GPUs that have them (about 1e-3 relative error per "
               "product, several times faster); false: exact f32 (FMA) math. Ignored on the CPU"),
+      boolean("precision", "cast_cache", "true",
+              "fp16/bf16: keep the convolution and linear weights cast to the compute dtype, rewritten by the optimizer's "
+              "update pass, instead of casting every f32 master weight in every forward (torch.autocast's cache_enabled); "
+              "the same numbers either way"),
       // ---- checkpoint ----
       integer("checkpoint", "every_epochs", "1", between(0, 1e6), "save last.h5 every this many epochs (0: only at the end)"),
       integer("checkpoint", "every_steps", "0", between(0, 1e12), "also save last.h5 every this many steps (0: off)"),

@@ -54,6 +54,7 @@ void broadcast_model(distributed::Communicator& comm, Module& model) {
   NoGrad no_grad;
   for (const Tensor& p : model.parameters()) comm.broadcast(p, 0);
   for (const NamedTensor& b : model.named_buffers()) comm.broadcast(b.tensor, 0);
+  model.refresh_low_precision_copies();
 }
 
 void check_same_on_every_rank(distributed::Communicator& comm, const std::string& fingerprint, const std::string& what) {

@@ -50,8 +50,10 @@ Options parse(int argc, char** argv) {
       else if (flag == "--lr") o.lr = std::stod(value);
       else if (flag == "--device") o.device = Device::parse(value);
       else usage(("unknown option " + flag).c_str());
-    } catch (const std::logic_error&) {
+    } catch (const std::logic_error&) {  // std::stoi and std::stod
       usage(("bad value '" + value + "' for " + flag).c_str());
+    } catch (const Error& e) {  // Device::parse
+      usage(e.what());
     }
   }
   if (o.epochs < 1 || o.hidden < 1 || o.batch < 1 || !(o.lr > 0)) usage("epochs, hidden, batch and lr must be positive");
@@ -152,7 +154,7 @@ int main(int argc, char** argv) {
                   seconds);
       std::fflush(stdout);
     }
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "cnn_example_mlp: %s\n", e.what());
     if (std::strstr(e.what(), "cannot open IDX file"))
       std::fprintf(stderr, "Fashion-MNIST is shipped by Debian's dataset-fashion-mnist package "

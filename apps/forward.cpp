@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
     if (y.dim() == 4) y = nhwc_to_nchw(y);
     io::save_safetensors(o.output, {{"output", y}});
     std::fprintf(stderr, "cnn_forward: wrote output %s to %s\n", y.shape().str().c_str(), o.output.c_str());
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "cnn_forward: %s\n", e.what());
     return 1;
   }

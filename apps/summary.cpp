@@ -33,7 +33,16 @@ std::array<int64_t, 3> parse_input(const std::string& text) {
   std::smatch m;
   CNN_CHECK(std::regex_match(text, m, form), "--input '", text,
             "': expected HxWxC, e.g. 224x224x3 (height, width, channels)");
-  return {std::stoll(m[1]), std::stoll(m[2]), std::stoll(m[3])};
+  constexpr int64_t kLargest = 1000000;
+  std::array<int64_t, 3> hwc{};
+  for (size_t i = 0; i < 3; ++i) {
+    const std::string digits = m[i + 1].str();
+    // more than 7 digits is beyond the limit whatever they are (and beyond what int64 holds from 19)
+    hwc[i] = digits.size() > 7 ? kLargest + 1 : std::stoll(digits);
+    CNN_CHECK(hwc[i] >= 1 && hwc[i] <= kLargest, "--input '", text, "': ", "HWC"[i], " = ", digits,
+              " is out of range; each size must be between 1 and ", kLargest);
+  }
+  return hwc;
 }
 
 void print_summary(const std::string& model_name, const cnn::ShapeTrace& trace, const cnn::Shape& input,
@@ -93,7 +102,7 @@ int main(int argc, char** argv) {
                                                    static_cast<int>(hwc[2]));
     const cnn::Shape input{batch, hwc[0], hwc[1], hwc[2]};
     print_summary(model_name, cnn::trace_shapes(*model, input), input, depth);
-  } catch (const cnn::Error& e) {
+  } catch (const std::exception& e) {
     std::cerr << "cnn_summary: " << e.what() << "\n";
     return 1;
   }

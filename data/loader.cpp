@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "data/worker_threads.h"
 #include "engine/cuda_context.h"
 
 namespace cnn::data {
@@ -53,15 +54,20 @@ Loader::Loader(DatasetPtr dataset, Pipeline pipeline, LoaderOptions options)
   decode_ = pipeline_.decode_options();
   decode_.max_pixels = options_.max_image_pixels;
   EpochPlan(dataset_->size(), 0, sampler_options());  // validates rank, world size, batch size now
-  for (int w = 0; w < options_.workers; ++w) threads_.emplace_back([this, w] { work(w); });
+  threads_ = start_threads(options_.workers, [this](int w) { work(w); }, [this] { stop_workers(); }, "data loader workers",
+                           "[data] workers");
 }
 
-Loader::~Loader() {
+void Loader::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
   }
   work_cv_.notify_all();
+}
+
+Loader::~Loader() {
+  stop_workers();
   for (auto& t : threads_) t.join();
 }
 

@@ -123,6 +123,7 @@ class Loader {
     std::shared_ptr<std::shared_ptr<cuda::Event>> last_upload;
   };
   void work(int worker);
+  void stop_workers();  // makes every worker return between samples
   Result assemble(const EpochPlan& plan, int64_t step, uint64_t generation);
   bool load_sample(int64_t index, int64_t epoch, Image& image, std::optional<Box>& erase);
   Buffers acquire_buffers();

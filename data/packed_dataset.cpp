@@ -16,6 +16,7 @@
 #include "data/file_dataset.h"
 #include "data/file_signature.h"
 #include "data/loader.h"
+#include "data/worker_threads.h"
 
 namespace cnn::data {
 
@@ -384,23 +385,23 @@ std::vector<std::pair<std::string, std::string>> check_dataset(const Dataset& da
   std::atomic<int64_t> next{0};
   std::mutex mutex;
   std::vector<std::pair<int64_t, std::string>> bad;
-  std::vector<std::thread> threads;
   std::exception_ptr failure;
-  for (int w = 0; w < std::max(workers, 1); ++w)
-    threads.emplace_back([&] {
-      for (int64_t i = next++; i < dataset.size(); i = next++) {
-        try {
-          dataset.load(i, decode);
-        } catch (const CorruptImageError& e) {
-          std::lock_guard<std::mutex> lock(mutex);
-          bad.emplace_back(i, e.what());
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(mutex);
-          if (!failure) failure = std::current_exception();
-          next = dataset.size();
-        }
+  const auto check_images = [&](int) {
+    for (int64_t i = next++; i < dataset.size(); i = next++) {
+      try {
+        dataset.load(i, decode);
+      } catch (const CorruptImageError& e) {
+        std::lock_guard<std::mutex> lock(mutex);
+        bad.emplace_back(i, e.what());
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!failure) failure = std::current_exception();
+        next = dataset.size();
       }
-    });
+    }
+  };
+  std::vector<std::thread> threads = start_threads(std::max(workers, 1), check_images, [&] { next = dataset.size(); },
+                                                   "image-checking threads", "--workers");
   for (auto& t : threads) t.join();
   if (failure) std::rethrow_exception(failure);
   std::sort(bad.begin(), bad.end());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <utility>
 
 #include "engine/byte_size.h"
 #include "engine/config.h"
@@ -97,6 +98,7 @@ void* CachingAllocator::allocate(size_t bytes) {
   const size_t size = round_request(bytes);
   void* stream = system_.current_stream();
   std::lock_guard<std::mutex> lock(mutex_);
+  if (!deferred_error_.empty()) throw Error(std::exchange(deferred_error_, {}));
   ++stats_.allocations;
   process_pending_locked(/*wait=*/false);
   Pool& pool = small(size) ? small_free_ : large_free_;
@@ -138,7 +140,7 @@ void CachingAllocator::fail_out_of_memory(size_t bytes, size_t segment) const {
       ". Try a smaller [data] batch_size, [precision] mode = bf16 or fp16, or [train] checkpointing = blocks"));
 }
 
-void CachingAllocator::deallocate(void* ptr, size_t) {
+void CachingAllocator::deallocate(void* ptr, size_t) noexcept {
   if (!ptr) return;
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = live_blocks_.find(ptr);
@@ -152,8 +154,18 @@ void CachingAllocator::deallocate(void* ptr, size_t) {
     return;
   }
   for (void* other : block->other_streams) {
-    pending_.emplace_back(system_.record_event(other), block);
+    // Counted first: if the event cannot be recorded, the count never returns to 0 and the block is
+    // never reused (nothing says the other stream is done with it). deallocate runs in Storage's
+    // destructor, where a throw would end the process: the error waits for the next allocate.
     ++block->events_pending;
+    try {
+      pending_.emplace_back(system_.record_event(other), block);
+    } catch (const std::exception& e) {
+      if (deferred_error_.empty())
+        deferred_error_ = detail::concat("freeing ", format_bytes(double(block->size)), " on ", system_.name,
+                                         " failed to record an event on a stream that used the memory: ", e.what(),
+                                         "; the memory is kept out of use");
+    }
   }
   block->other_streams.clear();
 }

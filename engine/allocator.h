@@ -85,7 +85,9 @@ class CachingAllocator : public Allocator {
   ~CachingAllocator() override;
 
   void* allocate(size_t bytes) override;
-  void deallocate(void* ptr, size_t bytes) override;
+  // Never throws (Storage's destructor calls it): a failure to record a stream's event keeps the
+  // block out of use and is thrown by the next allocate instead.
+  void deallocate(void* ptr, size_t bytes) noexcept override;
   AllocatorStats stats() const override;
   void reset_peak() override;
   void empty_cache() override;  // waits for pending frees, then returns every whole free segment
@@ -123,6 +125,7 @@ class CachingAllocator : public Allocator {
   Pool small_free_, large_free_;
   std::unordered_map<void*, Block*> live_blocks_;
   std::vector<std::pair<void*, Block*>> pending_;  // (event, block) freed while other streams use it
+  std::string deferred_error_;  // a failure inside deallocate, thrown by the next allocate
   size_t segment_count_ = 0;
   AllocatorStats stats_;
 };

@@ -20,6 +20,7 @@
 // Each call is also a span of the profiler (engine/profiler.h), named after the kernel: one branch
 // on a flag while the profiler is off.
 #pragma once
+#include "engine/allocator.h"
 #include "engine/config.h"
 #include "engine/cuda_context.h"
 #include "engine/device.h"
@@ -36,11 +37,26 @@
       CNN_KERNEL_ON_CUDA_(cnn_kernel_device.index, name, __VA_ARGS__); \
   } while (0)
 
+namespace cnn::detail {
+// "softmax_forward on cuda:0: <what failed>", for CNN_KERNEL.
+[[noreturn]] inline void rethrow_in_kernel(const char* kernel, int device, const Error& error) {
+  throw Error(concat(kernel, " on cuda:", device, ": ", error.what()));
+}
+}  // namespace cnn::detail
+
 #if CNN_WITH_CUDA
+// A failure inside the CUDA kernel (a launch error, a library status) is re-thrown naming the
+// kernel and the device; out of memory passes unchanged (its message already says what to do).
 #define CNN_KERNEL_ON_CUDA_(index, name, ...)                                           \
   do {                                                                                  \
-    ::cnn::cuda::set_device(index);                                                     \
-    ::cnn::kernels::cuda::name(__VA_ARGS__, ::cnn::cuda::current_stream(index));       \
+    try {                                                                               \
+      ::cnn::cuda::set_device(index);                                                   \
+      ::cnn::kernels::cuda::name(__VA_ARGS__, ::cnn::cuda::current_stream(index));     \
+    } catch (const ::cnn::OutOfMemoryError&) {                                          \
+      throw;                                                                            \
+    } catch (const ::cnn::Error& cnn_kernel_error) {                                    \
+      ::cnn::detail::rethrow_in_kernel(#name, index, cnn_kernel_error);                 \
+    }                                                                                   \
   } while (0)
 #define CNN_IF_CUDA(...) __VA_ARGS__
 #else

@@ -236,10 +236,14 @@ Allocator& cuda_allocator(int index) {
     system.alloc = [index](size_t bytes) -> void* {
       void* p = nullptr;
       cuda::set_device(index);
-      if (cudaMalloc(&p, bytes) != cudaSuccess) {
+      const cudaError_t status = cudaMalloc(&p, bytes);
+      if (status == cudaErrorMemoryAllocation) {
         cudaGetLastError();  // out of memory is not sticky: clear it so later calls do not see it
-        return nullptr;
+        return nullptr;      // the caching allocator frees its cache and retries, then reports it
       }
+      // Anything else (a kernel's illegal address surfacing here, a lost device) is not a question of
+      // memory: say what it is rather than "out of memory".
+      cuda::check(status, "cudaMalloc");
       return p;
     };
     system.free = [index](void* p) {

@@ -3,6 +3,8 @@
 // device spans, resolved to times at stop().
 #include "engine/profiler.h"
 
+#include <utility>
+
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -210,12 +212,24 @@ void end(SpanHandle& span) {
   Recorder& r = recorder();
   const std::lock_guard<std::mutex> lock(r.mutex);
   const double end_us = r.now_us();
-  if (Record* record = close_on_thread(r, span.index_, span.generation_)) {
+  const int64_t index = std::exchange(span.index_, -1);
+  if (Record* record = close_on_thread(r, index, span.generation_)) {
     record->span.host_end_us = end_us;
-    if (record->end_event) record->end_event->record(reinterpret_cast<void*>(record->span.stream));
+    try {
+      if (record->end_event) record->end_event->record(reinterpret_cast<void*>(record->span.stream));
+    } catch (...) {  // the device failed: the span has no end mark, so it is left out
+      record->cancelled = true;
+      throw;
+    }
     record->closed = true;
   }
-  span.index_ = -1;
+}
+
+void close_quietly(SpanHandle& span) noexcept {
+  try {
+    end(span);
+  } catch (...) {
+  }
 }
 
 void cancel(SpanHandle& span) {
@@ -239,7 +253,7 @@ void ModuleScope::open(const std::string& name, const std::string& type, const D
 
 void ModuleScope::close() {
   if (!this_thread.module_paths.empty()) this_thread.module_paths.pop_back();
-  end(span_);
+  close_quietly(span_);
 }
 
 }  // namespace cnn::profiler

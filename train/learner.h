@@ -39,11 +39,22 @@ const WeightAverage* averaged_weights(const Learner& learner, Weights weights);
 // `steps_per_epoch` optimizer steps make an epoch (for the schedule).
 Learner build_learner(const TrainSettings& settings, int64_t steps_per_epoch, RunLog& log);
 
+// The validation that made best.h5: of which weights ("live", "ema", "swa"), after which epoch, and
+// its figures. Kept in checkpoints, so a resumed run reports the best.h5 it inherited.
+struct BestValidation {
+  int64_t epoch = -1;  // 1-based; -1: none yet (or a checkpoint from before it was recorded)
+  std::string weights = "live";
+  double top1 = std::numeric_limits<double>::quiet_NaN(), top5 = std::numeric_limits<double>::quiet_NaN();
+  double loss = std::numeric_limits<double>::quiet_NaN();
+  bool known() const { return epoch >= 0; }
+};
+
 // Where a run stands.
 struct RunProgress {
   int64_t epochs_done = 0;  // epochs completed (the next epoch to train)
   int64_t step = 0;         // optimizer steps taken
   double best_metric = std::numeric_limits<double>::quiet_NaN();  // NaN: no validation yet
+  BestValidation best;      // what best_metric was measured on
   // Of the checkpoint resumed: samples of the unfinished epoch used by all its ranks together (-1:
   // not recorded, older checkpoints), and how many ranks trained.
   int64_t samples_in_epoch = -1;

@@ -53,6 +53,10 @@ std::string format_seconds(double seconds) {
   return out.str();
 }
 
+BestValidation best_validation(const Validation& v, int64_t epoch, Weights weights) {
+  return {.epoch = epoch, .weights = weights_name(weights), .top1 = v.top1, .top5 = v.top5, .loss = v.loss};
+}
+
 // One epoch as it runs: where it stands, and its running totals.
 struct EpochProgress {
   int64_t epoch = 0;  // 0-based
@@ -171,7 +175,6 @@ class Trainer {
   const Clock::time_point run_start_ = Clock::now();
   double wait_seconds_ = 0, compute_seconds_ = 0;  // of the loader, over all epochs
   double validation_seconds_ = 0;
-  Validation best_validation_;
   int64_t images_ = 0;
   bool swa_finished_ = false;  // the SWA average has its BatchNorm statistics (finish_swa)
 };
@@ -560,11 +563,9 @@ bool Trainer::validate_epoch(int64_t epoch, EpochLine& line, std::map<std::strin
   const bool lower_is_better = settings_.checkpoint.best_is_loss;
   const double metric = lower_is_better ? judged.loss : judged.top1, best = progress_.best_metric;
   const bool improved = std::isnan(best) || (lower_is_better ? metric < best : metric > best);
-  if (improved) progress_.best_metric = metric;
-  if (result.top1 > summary_.best_top1) {
-    best_validation_ = result;
-    summary_.best_top1 = result.top1;
-    summary_.best_epoch = epoch + 1;
+  if (improved) {
+    progress_.best_metric = metric;
+    progress_.best = best_validation(judged, epoch + 1, best_weights());
   }
   learner_.schedule.observe(settings_.checkpoint.plateau_watches_top1 ? result.top1 : result.loss);
   return improved;
@@ -665,6 +666,7 @@ void Trainer::finish_swa(int64_t epochs_done) {
     const double metric = lower_is_better ? result.loss : result.top1, best = progress_.best_metric;
     if (std::isnan(best) || (lower_is_better ? metric < best : metric > best)) {
       progress_.best_metric = metric;
+      progress_.best = best_validation(result, key, Weights::swa);
       if (settings_.checkpoint.save_best) save(folder_.best_checkpoint(), epochs_done, 0, Weights::swa);
       text += " (best)";
     }
@@ -699,15 +701,25 @@ TrainSummary Trainer::finish() {
   summary_.images_per_second = static_cast<double>(images_) / std::max(summary_.seconds, 1e-9);
   const double loader_seconds = wait_seconds_ + compute_seconds_;
   summary_.data_wait_share = loader_seconds > 0 ? wait_seconds_ / loader_seconds : 0;
+  // The best is what best.h5 holds: the validation that [checkpoint] best_metric chose, of the weights
+  // it chose (live, EMA or SWA), kept in checkpoints so that a resumed run reports it too.
+  const BestValidation& best = progress_.best;
+  if (best.known()) {
+    summary_.best_top1 = best.top1;
+    summary_.best_epoch = best.epoch;
+    summary_.best_weights = best.weights;
+  }
+  const std::string of_weights = best.weights == "live" ? "" : " (" + best.weights + " weights)";
   std::ostringstream done;
   done << std::fixed << std::setprecision(2) << "done: ";
-  if (summary_.best_top1 >= 0) done << "best val top-1 " << summary_.best_top1 << "% at epoch " << summary_.best_epoch << ", ";
+  if (best.known()) done << "best val top-1 " << best.top1 << "% at epoch " << best.epoch << of_weights << ", ";
   done << "total " << format_seconds(summary_.seconds) << ", " << std::setprecision(1) << summary_.images_per_second
        << " img/s, data wait " << 100 * summary_.data_wait_share << "%; run folder " << folder_.dir.string();
-  RunReport report{.best_top1 = summary_.best_top1,
-                   .best_epoch = summary_.best_epoch,
-                   .best_loss = summary_.best_top1 >= 0 ? best_validation_.loss : std::nan(""),
-                   .best_top5 = summary_.best_top1 >= 0 ? best_validation_.top5 : std::nan(""),
+  RunReport report{.best_top1 = best.known() ? best.top1 : -1,
+                   .best_epoch = best.epoch,
+                   .best_weights = best.known() ? best.weights : "",
+                   .best_loss = best.loss,
+                   .best_top5 = best.top5,
                    .total_seconds = summary_.seconds,
                    .validation_seconds = validation_seconds_,
                    .images_per_second = summary_.images_per_second,

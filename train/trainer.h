@@ -38,8 +38,11 @@ struct TrainSummary {
   int64_t epochs_run = 0, steps = 0;
   int64_t skipped_steps = 0;  // optimizer steps skipped for inf/nan gradients (divergence.h)
   bool interrupted = false;   // stopped by Ctrl-C / SIGTERM after a step (last.h5 holds it)
-  double best_top1 = -1;  // best validation top-1 in percent (-1: no validation)
+  // The validation best.h5 was chosen by ([checkpoint] best_metric), also when it came before a resume:
+  // its top-1 in percent (-1: none), its epoch, and whose weights it measured ("live", "ema", "swa").
+  double best_top1 = -1;
   int64_t best_epoch = -1;
+  std::string best_weights;
   double last_top1 = -1, last_val_loss = -1;
   double last_ema_top1 = -1;  // of the EMA weights ([ema] on)
   double swa_top1 = -1;       // of the SWA average at the end ([swa] on)

@@ -5,6 +5,7 @@
 // caller allows it (`[precision] tf32`, like torch.backends.cuda.matmul.allow_tf32; off by default
 // as in PyTorch); f64 uses double.
 #include <limits>
+#include <string>
 
 #include "kernels/common/dispatch.h"
 #include "kernels/cuda/library_status.h"
@@ -21,6 +22,16 @@ cudaDataType_t cuda_type(DType dt) {
     case DType::bf16: return CUDA_R_16BF;
     default: fail_not_floating("gemm", dt);
   }
+}
+
+// The failed call with its problem, for the error: "cublasGemmEx (f16, C[m,n] = A[m,k] B^T[k,n] with
+// m=256 n=1000 k=2048, lda=2048 ldb=2048 ldc=1000, compute 32F)".
+[[noreturn]] void fail_gemm(cublasStatus_t status, DType dt, const GemmShape& s, const char* compute) {
+  const std::string call = detail::concat(
+      "cublasGemmEx (", dtype_name(dt), ", C[m,n] = A", s.trans_a ? "^T" : "", "[m,k] B", s.trans_b ? "^T" : "",
+      "[k,n] with m=", s.m, " n=", s.n, " k=", s.k, ", lda=", s.lda, " ldb=", s.ldb, " ldc=", s.ldc, ", compute ", compute, ")");
+  check_cublas(status, call.c_str());
+  CNN_FAIL("unreachable: ", call);
 }
 }  // namespace
 
@@ -40,18 +51,18 @@ void gemm(DType dt, const GemmShape& s, double alpha, const void* a, const void*
   const int m = static_cast<int>(s.m), n = static_cast<int>(s.n), k = static_cast<int>(s.k);
   if (dt == DType::f64) {
     const double al = alpha, be = beta;
-    check_cublas(cublasGemmEx(handle, op_b, op_a, n, m, k, &al, b, type, static_cast<int>(s.ldb), a, type,
-                              static_cast<int>(s.lda), &be, c, type, static_cast<int>(s.ldc), CUBLAS_COMPUTE_64F,
-                              CUBLAS_GEMM_DEFAULT),
-                 "cublasGemmEx(f64)");
+    const cublasStatus_t status =
+        cublasGemmEx(handle, op_b, op_a, n, m, k, &al, b, type, static_cast<int>(s.ldb), a, type, static_cast<int>(s.lda),
+                     &be, c, type, static_cast<int>(s.ldc), CUBLAS_COMPUTE_64F, CUBLAS_GEMM_DEFAULT);
+    if (status != CUBLAS_STATUS_SUCCESS) fail_gemm(status, dt, s, "64F");
     return;
   }
   const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
   const cublasComputeType_t compute = dt == DType::f32 && allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  check_cublas(cublasGemmEx(handle, op_b, op_a, n, m, k, &al, b, type, static_cast<int>(s.ldb), a, type,
-                            static_cast<int>(s.lda), &be, c, type, static_cast<int>(s.ldc), compute,
-                            CUBLAS_GEMM_DEFAULT),
-               "cublasGemmEx");
+  const cublasStatus_t status = cublasGemmEx(handle, op_b, op_a, n, m, k, &al, b, type, static_cast<int>(s.ldb), a, type,
+                                             static_cast<int>(s.lda), &be, c, type, static_cast<int>(s.ldc), compute,
+                                             CUBLAS_GEMM_DEFAULT);
+  if (status != CUBLAS_STATUS_SUCCESS) fail_gemm(status, dt, s, compute == CUBLAS_COMPUTE_32F ? "32F" : "32F_FAST_TF32");
 }
 
 }  // namespace cnn::kernels::cuda

@@ -115,6 +115,10 @@ TEST_CASE("progress format: the end-of-run report names the best epoch, the time
   CHECK(interrupted.find("  steps      1872 optimizer steps (3 skipped: inf/nan gradients)\n") != std::string::npos);
   CHECK(interrupted.find("  resume     cnn_train runs/20261203_121425_fashion_mnist/config.ini --resume "
                          "runs/20261203_121425_fashion_mnist\n") != std::string::npos);
+  r.best_weights = "ema";  // best.h5 holds the EMA weights: the row says whose figures these are
+  CHECK(format_run_report(r).starts_with("  best       epoch 8 (ema weights): top-1 91.93%, top-5 99.85%, loss 0.2254\n"));
+  r.best_weights = "live";
+  CHECK(format_run_report(r).starts_with("  best       epoch 8: top-1"));
 }
 
 TEST_CASE("progress format: the epoch line has the step fields, then validation, a cut-short epoch says where it stopped") {

@@ -13,7 +13,10 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "data/encode.h"
 #include "engine/cuda_context.h"
@@ -535,4 +538,38 @@ TEST_CASE("trainer: bf16 with cached low-precision weights trains bit for bit as
   CHECK(cached.full.last_top1 == plain.last_top1);
   CHECK(cached.full.last_ema_top1 == plain.last_ema_top1);
   check_same_tensors(load_checkpoint(cached.second.run_dir / "last.h5").params, load_checkpoint(plain.run_dir / "last.h5").params);
+}
+
+TEST_CASE("trainer: the summary's best is what best.h5 holds: the EMA's validation when it decides, also after a resume") {
+  // Before, the summary followed the live weights' top-1 of the epochs run by this process: with the
+  // EMA deciding best.h5 it named another epoch and figure, and a resumed run forgot the earlier ones.
+  SmallRun run("summary_best", 256, 64, 1, 2);
+  const std::vector<std::string> ema = {"ema.decay=0.9", "checkpoint.best_metric=ema_val_top1"};
+  const TrainSummary first = run_training(Config::parse(run.text, "test.ini", ema), run.opts);  // epochs 1 and 2
+  TrainRunOptions resume = run.opts;
+  resume.resume = first.run_dir.string();
+  std::vector<std::string> longer = ema;
+  longer.push_back("train.epochs=3");
+  const TrainSummary second = run_training(Config::parse(run.text, "test.ini", longer), resume);  // epoch 3
+  REQUIRE(second.run_dir == first.run_dir);
+  // The EMA's top-1 of each epoch from metrics.jsonl, both processes' lines; the best is the first maximum.
+  std::map<int64_t, double> ema_top1;
+  std::istringstream lines(file_text(first.run_dir / "metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("ema_val_top1")) ema_top1[j.at("epoch").get<int64_t>() + 1] = j.at("ema_val_top1").get<double>();
+  }
+  REQUIRE(ema_top1.size() == 3);
+  int64_t best_epoch = 1;
+  for (const auto& [epoch, top1] : ema_top1)
+    if (top1 > ema_top1[best_epoch]) best_epoch = epoch;
+  for (const TrainSummary* s : {&first, &second}) CHECK(s->best_weights == "ema");
+  CHECK(second.best_epoch == best_epoch);
+  CHECK(second.best_top1 == ema_top1[best_epoch]);
+  const TrainingState best = load_checkpoint(first.run_dir / "best.h5");
+  CHECK(best.weights == "ema");
+  CHECK(best.best_epoch == best_epoch);
+  CHECK(best.best_top1 == ema_top1[best_epoch]);
+  CHECK(run.quiet.str().find("best val top-1 ") != std::string::npos);
+  CHECK(run.quiet.str().find("(ema weights)") != std::string::npos);
 }

@@ -139,7 +139,9 @@ std::string format_run_report(const RunReport& r) {
     out << label << value << "\n";
   };
   if (r.best_top1 >= 0) {
-    std::string best = "epoch " + std::to_string(r.best_epoch) + ": top-1 " + fixed(r.best_top1, 2) + "%";
+    const bool averaged = !r.best_weights.empty() && r.best_weights != "live";
+    std::string best = "epoch " + std::to_string(r.best_epoch) + (averaged ? " (" + r.best_weights + " weights)" : "") +
+                       ": top-1 " + fixed(r.best_top1, 2) + "%";
     if (known(r.best_top5)) best += ", top-5 " + fixed(r.best_top5, 2) + "%";
     if (known(r.best_loss)) best += ", loss " + fixed(r.best_loss, 4);
     row("best", best);

@@ -70,6 +70,7 @@ std::string format_validation_bar(int64_t done, int64_t total, int width);
 struct RunReport {
   double best_top1 = -1;  // percent; -1: no validation
   int64_t best_epoch = -1;
+  std::string best_weights;  // "ema" or "swa" are named; "live" (or empty) is not
   double best_loss = std::nan(""), best_top5 = std::nan("");
   double total_seconds = 0, validation_seconds = 0;
   double images_per_second = 0, data_wait = 0;

@@ -2,6 +2,8 @@
 // allocator, the walk down the ranking.
 #include "engine/cudnn_conv.h"
 
+#include <string_view>
+
 #include "engine/allocator.h"
 #include "engine/cuda_context.h"
 #include "engine/tensor.h"
@@ -42,8 +44,9 @@ kernels::AlgorithmRanking& ranking_of(ConvDirection d, DType dt, const ConvGeome
 }
 }  // namespace
 
-void run(ConvDirection direction, DType dt, const ConvGeometry& g, const Device& device, const void* first,
-         const void* second, void* out) {
+namespace {
+void run_ranked(ConvDirection direction, DType dt, const ConvGeometry& g, const Device& device, const void* first,
+                const void* second, void* out) {
   const kernels::ConvAlgoPolicy policy = current_policy();
   // A measured search offers the largest workspace any algorithm asks for, or none when that much
   // cannot be had (then the algorithms that need none compete). The search is synchronous, and the
@@ -58,7 +61,7 @@ void run(ConvDirection direction, DType dt, const ConvGeometry& g, const Device&
   find_workspace = Tensor();
   void* handle = cuda::cudnn_handle(device.index);
   void* stream = cuda::current_stream(device.index);
-  ranking.run(describe_call(direction, dt, g), [&](const kernels::RankedAlgorithm& entry) {
+  ranking.run([&] { return describe_call(direction, dt, g); }, [&](const kernels::RankedAlgorithm& entry) {
     Tensor workspace;
     if (entry.workspace > 0) {
       workspace = try_workspace(entry.workspace, device);
@@ -68,6 +71,20 @@ void run(ConvDirection direction, DType dt, const ConvGeometry& g, const Device&
                                              entry.workspace};
     return kernels::cuda::conv2d_run(direction, dt, g, policy, entry, buffers, handle, stream);
   });
+}
+}  // namespace
+
+void run(ConvDirection direction, DType dt, const ConvGeometry& g, const Device& device, const void* first,
+         const void* second, void* out) {
+  try {
+    run_ranked(direction, dt, g, device, first, second, out);
+  } catch (const OutOfMemoryError&) {
+    throw;
+  } catch (const Error& e) {  // a descriptor, search or enqueue status: say which convolution
+    const std::string call = describe_call(direction, dt, g);
+    if (std::string_view(e.what()).starts_with(call)) throw;  // the ranking's own message names it
+    throw Error(call + ": " + e.what());
+  }
 }
 
 std::string algorithm(ConvDirection direction, DType dt, const ConvGeometry& g, const Device& device) {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstddef>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -30,9 +31,10 @@ class AlgorithmRanking {
   explicit AlgorithmRanking(std::vector<RankedAlgorithm> entries) : entries_(std::move(entries)) {}
 
   // Runs `attempt(entry)` -> AttemptOutcome on the entries from the first one not demoted, until one
-  // ran; returns that one. `what` names the call for the error when none did ("conv2d forward ...").
-  template <class Attempt>
-  const RankedAlgorithm& run(const std::string& what, Attempt&& attempt) {
+  // ran; returns that one. `what` names the call for the error when none did ("conv2d forward ..."):
+  // a string, or a function that makes it (called only then, so a call that runs formats nothing).
+  template <class What, class Attempt>
+  const RankedAlgorithm& run(const What& what, Attempt&& attempt) {
     std::vector<std::pair<size_t, AttemptOutcome>> failures;
     for (size_t i = first_.load(); i < entries_.size(); ++i) {
       const AttemptOutcome outcome = attempt(entries_[i]);
@@ -40,7 +42,7 @@ class AlgorithmRanking {
       failures.emplace_back(i, outcome);
       demote_through(i);
     }
-    CNN_FAIL(what, ": no algorithm of the library's ranking could run", describe(failures),
+    CNN_FAIL(name_of(what), ": no algorithm of the library's ranking could run", describe(failures),
              "; lower the batch size or free GPU memory (a workspace that cannot be allocated demotes an "
              "algorithm for the rest of the run)");
   }
@@ -55,6 +57,14 @@ class AlgorithmRanking {
   const std::vector<RankedAlgorithm>& entries() const { return entries_; }
 
  private:
+  template <class What>
+  static std::string name_of(const What& what) {
+    if constexpr (std::is_invocable_v<const What&>)
+      return what();
+    else
+      return std::string(what);
+  }
+
   // Entries up to i are skipped from now on (several threads may demote at once: keep the furthest).
   void demote_through(size_t i) {
     size_t first = first_.load();

@@ -71,6 +71,20 @@ TEST_CASE("algorithm ranking: when no entry runs, the error names the call and e
             .find("the ranking is empty") != std::string::npos);
 }
 
+TEST_CASE("algorithm ranking: a call's description is made only when no algorithm could run") {
+  AlgorithmRanking ranking = three_entries();
+  int described = 0;
+  const auto what = [&] {
+    ++described;
+    return std::string("conv2d forward (f32, input [8,32,32,3])");
+  };
+  ranking.run(what, [](const RankedAlgorithm&) { return AttemptOutcome::ran; });
+  CHECK(described == 0);  // the usual call formats nothing
+  CHECK(error_message([&] { ranking.run(what, [](const RankedAlgorithm&) { return AttemptOutcome::not_supported; }); })
+            .starts_with("conv2d forward (f32, input [8,32,32,3]): no algorithm"));
+  CHECK(described == 1);
+}
+
 TEST_CASE("algorithm ranking: threads demoting at once keep the furthest demotion") {
   AlgorithmRanking ranking({{0, 0, 0, "a"}, {1, 0, 0, "b"}, {2, 0, 0, "c"}, {3, 0, 0, "d"}});
   std::vector<std::thread> threads;

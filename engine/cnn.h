@@ -8,6 +8,7 @@
 #include "engine/device.h"
 #include "engine/dtype.h"
 #include "engine/error.h"
+#include "engine/host_sync_check.h"
 #include "engine/ops.h"
 #include "engine/shape.h"
 #include "engine/tape.h"

@@ -16,6 +16,7 @@
 #include "engine/stream_workspaces.h"
 #include "engine/config.h"
 #include "engine/error.h"
+#include "engine/host_sync_check.h"
 
 #if CNN_WITH_CUDA
 #include <cuda_runtime.h>
@@ -115,6 +116,7 @@ void* current_stream(int device) { return state(device).stream; }
 void set_stream(int device, void* stream) { state(device).stream = stream; }
 
 void synchronize(int device) {
+  host_sync_point("a stream synchronisation");
   set_device(device);
   check(cudaStreamSynchronize(static_cast<cudaStream_t>(current_stream(device))), "cudaStreamSynchronize");
 }
@@ -176,6 +178,7 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, size
     return;
   }
   const int device = dst_device.is_cuda() ? dst_device.index : src_device.index;
+  if (dst_device.is_cpu() || src_device.is_cpu()) host_sync_point(dst_device.is_cpu() ? "a copy to the host" : "a copy from the host");
   set_device(device);
   auto stream = static_cast<cudaStream_t>(current_stream(device));
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync");
@@ -204,7 +207,10 @@ void Event::make_wait(void* stream) {
   set_device(device_);
   check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event_), 0), "cudaStreamWaitEvent");
 }
-void Event::synchronize() { check(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "cudaEventSynchronize"); }
+void Event::synchronize() {
+  host_sync_point("an event synchronisation");
+  check(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "cudaEventSynchronize");
+}
 bool Event::done() {
   const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event_));
   if (status == cudaErrorNotReady) return false;

@@ -9,6 +9,7 @@
 
 #include "engine/backend.h"
 #include "engine/cuda_context.h"
+#include "engine/host_sync_check.h"
 #include "engine/ops.h"
 #include "engine/tape.h"
 #include "kernels/elementwise.h"
@@ -223,6 +224,7 @@ void Tensor::record_stream(void* stream) const {
 }
 
 std::vector<double> Tensor::to_doubles() const {
+  host_sync_point("reading a tensor's values on the host");
   Tensor host = device().is_cpu() ? *this : detach().to(Device::cpu());
   std::vector<double> out(static_cast<size_t>(numel()));
   Tensor as_f64 = Tensor::from_blob(out.data(), shape(), DType::f64);

@@ -13,6 +13,7 @@
 #include "train/log/console.h"
 #include "train/run_log.h"
 #include "train/train_settings.h"
+#include "train/distributed/data_parallel.h"
 #include "train/train_step.h"
 
 using namespace cnn;
@@ -75,4 +76,42 @@ TEST_CASE("training step in f64 activations: the master gradients are the f64 gr
   // their last bits, so a float one step apart is possible where an exact value sits on a boundary.
   CHECK(elements > 10000);
   CHECK(apart == 0);
+}
+
+TEST_CASE("training step: forward, backward, unscale, clip and update never wait for the device") {
+  // Run under a HostSyncCheck: any value read back to the host (a loss, a verdict, a norm, a count)
+  // or any synchronisation inside the step throws. The loss scaler's scale and verdict, the clipping
+  // coefficient and the step counts live on the device, so the step can run ahead of the GPU, and a
+  // CUDA graph could capture it.
+  const std::vector<std::vector<std::string>> variants = {
+      {"precision.mode=fp32", "train.label_smoothing=0.1"},
+      {"precision.mode=bf16", "model.dropout=0.2"},
+      {"precision.mode=fp16", "train.mixup=0.2", "train.cutmix=1.0", "optim.name=adamw"}};
+  for (std::vector<std::string> overrides : variants) {
+    CAPTURE(overrides[0]);
+    testing::ScratchDir dir("train_step_no_sync");
+    overrides.insert(overrides.end(), {"optim.clip_grad_norm=1.0", "data.batch_size=8"});
+    const TrainSettings settings = from_config(Config::parse(testing::config_text(dir.path, dir.path / "runs"), "test.ini", overrides));
+    std::ostringstream quiet;
+    Console console(quiet, LogLevel::normal, ProgressMode::lines, false);
+    RunLog log(console, {});
+    Learner learner = build_learner(settings, 4, log);
+    DataParallel single(settings);
+    const Tensor images = Tensor::randn({8, 28, 28, 1}, 3, settings.precision.compute);
+    const Tensor labels = Tensor::from_vector<int64_t>({0, 1, 2, 3, 3, 2, 1, 0}, {8});
+    for (int64_t step = 0; step < 3; ++step) {
+      HostSyncCheck check("the training step");
+      forward_backward(learner, MicroBatch{.images = images, .labels = labels, .epoch = 0, .index = step + 1}, settings);
+      optimizer_step(learner, step, settings.optim.clip_grad_norm, {}, single);
+    }
+    // Read after the steps: they measured their gradients and updated the weights.
+    const ScalerReadout after = learner.scaler.read();
+    CHECK(after.last_norm > 0);
+    CHECK(learner.optimizer->steps_of(learner.model->named_parameters()[0].name) == 3 - after.skipped_steps);
+  }
+  // The check itself: a read inside it is refused, naming the read and the stretch.
+  HostSyncCheck check("a test stretch");
+  CHECK_THROWS_WITH_AS(Tensor::zeros({1}).item(),
+                       doctest::Contains("reading a tensor's values on the host during a test stretch: it makes the host wait"),
+                       Error);
 }

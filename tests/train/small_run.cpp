@@ -1,9 +1,19 @@
 // The small training run of the tests (see small_run.h).
 #include "train/small_run.h"
 
+#include <doctest/doctest.h>
 #include <unistd.h>
 
 #include <fstream>
+
+#include "engine/cnn.h"
+#include "train/config/config.h"
+#include "train/distributed/data_parallel.h"
+#include "train/learner.h"
+#include "train/log/console.h"
+#include "train/run_log.h"
+#include "train/train_settings.h"
+#include "train/train_step.h"
 
 namespace cnn::train::testing {
 
@@ -65,6 +75,27 @@ SmallRun::SmallRun(const std::string& name, int train_images, int test_images, u
   write_idx_split(dir.path, "t10k", test_images, test_seed);
   text = config_text(dir.path, dir.path / "runs");
   opts.console = &quiet;
+}
+
+void check_steps_never_wait_for_the_device(const std::vector<std::string>& overrides) {
+  ScratchDir dir("steps_no_wait");
+  const TrainSettings settings = from_config(Config::parse(config_text(dir.path, dir.path / "runs"), "test.ini", overrides));
+  std::ostringstream quiet;
+  Console console(quiet, LogLevel::normal, ProgressMode::lines, false);
+  RunLog log(console, {});
+  Learner learner = build_learner(settings, 4, log);
+  DataParallel single(settings);
+  const Device& device = settings.compute.device;
+  const Tensor images = Tensor::randn({8, 28, 28, 1}, 3, settings.precision.compute, device);
+  const Tensor labels = Tensor::from_vector<int64_t>({0, 1, 2, 3, 3, 2, 1, 0}, {8}).to(device);
+  for (int64_t step = 0; step < 3; ++step) {
+    HostSyncCheck check("the training step");
+    forward_backward(learner, MicroBatch{.images = images, .labels = labels, .epoch = 0, .index = step + 1}, settings);
+    optimizer_step(learner, step, settings.optim.clip_grad_norm, {}, single);
+  }
+  const ScalerReadout after = learner.scaler.read();
+  CHECK(after.last_norm > 0);
+  CHECK(learner.optimizer->steps_of(learner.model->named_parameters()[0].name) == 3 - after.skipped_steps);
 }
 
 }  // namespace cnn::train::testing

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "train/trainer.h"
 
@@ -31,5 +32,11 @@ struct SmallRun {
   TrainRunOptions opts;
   SmallRun(const std::string& name, int train_images, int test_images, uint32_t train_seed, uint32_t test_seed);
 };
+
+// Builds the learner of `overrides` applied to config_text (no data needed) and runs 3 training
+// steps (forward, backward, unscale, clip, update) on a random batch of 8 on the config's device,
+// each inside a HostSyncCheck, so that any host read or synchronisation in the step throws. Then
+// checks, reading after the steps, that they measured their gradients and updated the weights.
+void check_steps_never_wait_for_the_device(const std::vector<std::string>& overrides);
 
 }  // namespace cnn::train::testing

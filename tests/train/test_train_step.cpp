@@ -13,7 +13,6 @@
 #include "train/log/console.h"
 #include "train/run_log.h"
 #include "train/train_settings.h"
-#include "train/distributed/data_parallel.h"
 #include "train/train_step.h"
 
 using namespace cnn;
@@ -89,25 +88,8 @@ TEST_CASE("training step: forward, backward, unscale, clip and update never wait
       {"precision.mode=fp16", "train.mixup=0.2", "train.cutmix=1.0", "optim.name=adamw"}};
   for (std::vector<std::string> overrides : variants) {
     CAPTURE(overrides[0]);
-    testing::ScratchDir dir("train_step_no_sync");
     overrides.insert(overrides.end(), {"optim.clip_grad_norm=1.0", "data.batch_size=8"});
-    const TrainSettings settings = from_config(Config::parse(testing::config_text(dir.path, dir.path / "runs"), "test.ini", overrides));
-    std::ostringstream quiet;
-    Console console(quiet, LogLevel::normal, ProgressMode::lines, false);
-    RunLog log(console, {});
-    Learner learner = build_learner(settings, 4, log);
-    DataParallel single(settings);
-    const Tensor images = Tensor::randn({8, 28, 28, 1}, 3, settings.precision.compute);
-    const Tensor labels = Tensor::from_vector<int64_t>({0, 1, 2, 3, 3, 2, 1, 0}, {8});
-    for (int64_t step = 0; step < 3; ++step) {
-      HostSyncCheck check("the training step");
-      forward_backward(learner, MicroBatch{.images = images, .labels = labels, .epoch = 0, .index = step + 1}, settings);
-      optimizer_step(learner, step, settings.optim.clip_grad_norm, {}, single);
-    }
-    // Read after the steps: they measured their gradients and updated the weights.
-    const ScalerReadout after = learner.scaler.read();
-    CHECK(after.last_norm > 0);
-    CHECK(learner.optimizer->steps_of(learner.model->named_parameters()[0].name) == 3 - after.skipped_steps);
+    testing::check_steps_never_wait_for_the_device(overrides);
   }
   // The check itself: a read inside it is refused, naming the read and the stretch.
   HostSyncCheck check("a test stretch");

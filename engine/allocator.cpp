@@ -47,6 +47,13 @@ CachingAllocator::~CachingAllocator() {
   } catch (...) {  // a destructor must not throw; a broken device fails loudly elsewhere
   }
   release_cached_locked();
+  // What is left of segments still partly in use (or kept out of use after a failure): their memory
+  // stays with the system until the process ends, their bookkeeping goes now.
+  for (Pool* pool : {&small_free_, &large_free_}) {
+    for (Block* block : *pool) delete block;
+    pool->clear();
+  }
+  for (Block* block : abandoned_) delete block;
 }
 
 size_t CachingAllocator::round_request(size_t bytes) {
@@ -161,6 +168,7 @@ void CachingAllocator::deallocate(void* ptr, size_t) noexcept {
     try {
       pending_.emplace_back(system_.record_event(other), block);
     } catch (const std::exception& e) {
+      if (abandoned_.empty() || abandoned_.back() != block) abandoned_.push_back(block);
       if (deferred_error_.empty())
         deferred_error_ = detail::concat("freeing ", format_bytes(double(block->size)), " on ", system_.name,
                                          " failed to record an event on a stream that used the memory: ", e.what(),

@@ -126,6 +126,7 @@ class CachingAllocator : public Allocator {
   std::unordered_map<void*, Block*> live_blocks_;
   std::vector<std::pair<void*, Block*>> pending_;  // (event, block) freed while other streams use it
   std::string deferred_error_;  // a failure inside deallocate, thrown by the next allocate
+  std::vector<Block*> abandoned_;  // blocks kept out of use for good (an event could not be recorded)
   size_t segment_count_ = 0;
   AllocatorStats stats_;
 };

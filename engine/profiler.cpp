@@ -3,13 +3,12 @@
 // device spans, resolved to times at stop().
 #include "engine/profiler.h"
 
-#include <utility>
-
 #include <chrono>
 #include <cmath>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include "engine/cuda_context.h"
 #include "engine/cuda_event_timing.h"

@@ -44,11 +44,11 @@ void save_checkpoint(const std::filesystem::path& path, const TrainingState& sta
   file.attributes["world_size"] = state.world_size;
   file.attributes["seed"] = state.seed;
   file.attributes["best_metric"] = state.best_metric;
-  file.attributes["best_epoch"] = state.best_epoch;
-  file.attributes["best_weights"] = state.best_weights;
-  file.attributes["best_top1"] = state.best_top1;
-  file.attributes["best_top5"] = state.best_top5;
-  file.attributes["best_loss"] = state.best_loss;
+  file.attributes["best_epoch"] = state.best.epoch;
+  file.attributes["best_weights"] = state.best.weights;
+  file.attributes["best_top1"] = state.best.top1;
+  file.attributes["best_top5"] = state.best.top5;
+  file.attributes["best_loss"] = state.best.loss;
   file.attributes["config"] = state.config;
   file.attributes["class_names"] = state.class_names;
   file.attributes["ema_updates"] = state.ema_updates;
@@ -85,11 +85,11 @@ TrainingState load_checkpoint(const std::filesystem::path& path) {
   state.seed = file.unsigned_integer("seed");
   state.best_metric = file.real("best_metric");
   if (file.has("best_epoch")) {
-    state.best_epoch = file.integer("best_epoch");
-    state.best_weights = file.text("best_weights");
-    state.best_top1 = file.real("best_top1");
-    state.best_top5 = file.real("best_top5");
-    state.best_loss = file.real("best_loss");
+    state.best = {.epoch = file.integer("best_epoch"),
+                  .weights = file.text("best_weights"),
+                  .top1 = file.real("best_top1"),
+                  .top5 = file.real("best_top5"),
+                  .loss = file.real("best_loss")};
   }
   state.config = file.text("config");
   state.class_names = file.texts("class_names");

@@ -19,6 +19,16 @@
 
 namespace cnn::train {
 
+// The validation that made best.h5: of which weights ("live", "ema", "swa"), after which epoch, and
+// its figures. Kept in checkpoints, so a resumed run reports the best.h5 it inherited.
+struct BestValidation {
+  int64_t epoch = -1;  // 1-based; -1: none yet (or a checkpoint from before it was recorded)
+  std::string weights = "live";
+  double top1 = std::numeric_limits<double>::quiet_NaN(), top5 = std::numeric_limits<double>::quiet_NaN();
+  double loss = std::numeric_limits<double>::quiet_NaN();
+  bool known() const { return epoch >= 0; }
+};
+
 struct TrainingState {
   io::NamedTensors params;     // model parameters
   io::NamedTensors buffers;    // non-trained model state
@@ -35,12 +45,7 @@ struct TrainingState {
   int64_t world_size = 1;
   uint64_t seed = 0;
   double best_metric = std::numeric_limits<double>::quiet_NaN();  // NaN: none yet
-  // The validation behind best_metric (train/learner.h's BestValidation); epoch -1: none, or a file
-  // written before it was kept.
-  int64_t best_epoch = -1;
-  std::string best_weights = "live";
-  double best_top1 = std::numeric_limits<double>::quiet_NaN(), best_top5 = std::numeric_limits<double>::quiet_NaN();
-  double best_loss = std::numeric_limits<double>::quiet_NaN();
+  BestValidation best;  // the validation behind best_metric
   std::vector<double> lr_schedule;  // LrSchedule::state()
   std::vector<double> loss_scaler;  // LossScaler::state()
   std::string config;               // Config::to_ini()

@@ -93,11 +93,7 @@ RunProgress restore_learner(Learner& learner, const TrainingState& saved, const 
   return {.epochs_done = saved.epoch,
           .step = saved.step,
           .best_metric = saved.best_metric,
-          .best = {.epoch = saved.best_epoch,
-                   .weights = saved.best_weights,
-                   .top1 = saved.best_top1,
-                   .top5 = saved.best_top5,
-                   .loss = saved.best_loss},
+          .best = saved.best,
           .samples_in_epoch = saved.samples_in_epoch,
           .world_size = saved.world_size};
 }
@@ -125,11 +121,7 @@ void save_learner(const std::filesystem::path& path, const Learner& learner, con
   state.world_size = settings.distributed.world.world_size;
   state.seed = settings.compute.seed;
   state.best_metric = progress.best_metric;
-  state.best_epoch = progress.best.epoch;
-  state.best_weights = progress.best.weights;
-  state.best_top1 = progress.best.top1;
-  state.best_top5 = progress.best.top5;
-  state.best_loss = progress.best.loss;
+  state.best = progress.best;
   state.lr_schedule = learner.schedule.state();
   state.loss_scaler = learner.scaler.state();
   state.config = settings.resolved_ini;

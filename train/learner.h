@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "layers/module.h"
+#include "train/checkpoint.h"
 #include "train/loss_scaler.h"
 #include "train/ema.h"
 #include "train/optim/optimizer.h"
@@ -21,7 +22,6 @@
 namespace cnn::train {
 
 struct TrainSettings;
-struct TrainingState;
 class RunLog;
 
 struct Learner {
@@ -38,16 +38,6 @@ const WeightAverage* averaged_weights(const Learner& learner, Weights weights);
 
 // `steps_per_epoch` optimizer steps make an epoch (for the schedule).
 Learner build_learner(const TrainSettings& settings, int64_t steps_per_epoch, RunLog& log);
-
-// The validation that made best.h5: of which weights ("live", "ema", "swa"), after which epoch, and
-// its figures. Kept in checkpoints, so a resumed run reports the best.h5 it inherited.
-struct BestValidation {
-  int64_t epoch = -1;  // 1-based; -1: none yet (or a checkpoint from before it was recorded)
-  std::string weights = "live";
-  double top1 = std::numeric_limits<double>::quiet_NaN(), top5 = std::numeric_limits<double>::quiet_NaN();
-  double loss = std::numeric_limits<double>::quiet_NaN();
-  bool known() const { return epoch >= 0; }
-};
 
 // Where a run stands.
 struct RunProgress {

@@ -709,10 +709,9 @@ TrainSummary Trainer::finish() {
     summary_.best_epoch = best.epoch;
     summary_.best_weights = best.weights;
   }
-  const std::string of_weights = best.weights == "live" ? "" : " (" + best.weights + " weights)";
   std::ostringstream done;
   done << std::fixed << std::setprecision(2) << "done: ";
-  if (best.known()) done << "best val top-1 " << best.top1 << "% at epoch " << best.epoch << of_weights << ", ";
+  if (best.known()) done << "best val top-1 " << best.top1 << "% at epoch " << best.epoch << format_best_weights(best.weights) << ", ";
   done << "total " << format_seconds(summary_.seconds) << ", " << std::setprecision(1) << summary_.images_per_second
        << " img/s, data wait " << 100 * summary_.data_wait_share << "%; run folder " << folder_.dir.string();
   RunReport report{.best_top1 = best.known() ? best.top1 : -1,

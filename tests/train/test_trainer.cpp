@@ -568,8 +568,8 @@ TEST_CASE("trainer: the summary's best is what best.h5 holds: the EMA's validati
   CHECK(second.best_top1 == ema_top1[best_epoch]);
   const TrainingState best = load_checkpoint(first.run_dir / "best.h5");
   CHECK(best.weights == "ema");
-  CHECK(best.best_epoch == best_epoch);
-  CHECK(best.best_top1 == ema_top1[best_epoch]);
+  CHECK(best.best.epoch == best_epoch);
+  CHECK(best.best.top1 == ema_top1[best_epoch]);
   CHECK(run.quiet.str().find("best val top-1 ") != std::string::npos);
   CHECK(run.quiet.str().find("(ema weights)") != std::string::npos);
 }

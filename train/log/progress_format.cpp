@@ -131,6 +131,10 @@ std::string format_validation_bar(int64_t done, int64_t total, int width) {
   return "validate " + bar_of(done, total, bar_width, false) + position;
 }
 
+std::string format_best_weights(const std::string& weights) {
+  return weights.empty() || weights == "live" ? "" : " (" + weights + " weights)";
+}
+
 std::string format_run_report(const RunReport& r) {
   std::ostringstream out;
   const auto row = [&](const char* name, const std::string& value) {
@@ -139,9 +143,8 @@ std::string format_run_report(const RunReport& r) {
     out << label << value << "\n";
   };
   if (r.best_top1 >= 0) {
-    const bool averaged = !r.best_weights.empty() && r.best_weights != "live";
-    std::string best = "epoch " + std::to_string(r.best_epoch) + (averaged ? " (" + r.best_weights + " weights)" : "") +
-                       ": top-1 " + fixed(r.best_top1, 2) + "%";
+    std::string best =
+        "epoch " + std::to_string(r.best_epoch) + format_best_weights(r.best_weights) + ": top-1 " + fixed(r.best_top1, 2) + "%";
     if (known(r.best_top5)) best += ", top-5 " + fixed(r.best_top5, 2) + "%";
     if (known(r.best_loss)) best += ", loss " + fixed(r.best_loss, 4);
     row("best", best);

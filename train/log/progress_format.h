@@ -66,6 +66,9 @@ std::string format_validation_figures(const EpochLine& line);
 // The short bar of a validation pass on a terminal: "validate [#####.....] 20/40".
 std::string format_validation_bar(int64_t done, int64_t total, int width);
 
+// " (ema weights)" or " (swa weights)" after a best epoch; "" for the live weights (or "").
+std::string format_best_weights(const std::string& weights);
+
 // What the end of a run reports, below the "done:" line.
 struct RunReport {
   double best_top1 = -1;  // percent; -1: no validation

@@ -274,3 +274,35 @@ TEST_CASE("batch_norm2d's CPU statistics do not drift with the number of rows (s
   CHECK(running_mean.to_doubles()[0] == doctest::Approx(1.5).epsilon(1e-7));
   CHECK(running_var.to_doubles()[0] == doctest::Approx(0.0).epsilon(1e-7));
 }
+
+TEST_CASE("batch_norm2d's one-pass CPU statistics keep the variance of a small spread around a large mean") {
+  // One pass sums x - shift and its square, the first row as the shift. Here the means are 1e6 and
+  // more with a spread of about 1, and the first row sits 50 away from the mean: without the shift
+  // the sum of squares (about 1e17 over the rows) would leave the variance of 0.5 to its last bits
+  // and the rounding of 1e5 additions (checked: up to 1.6% off); with it the variance must match a two-pass
+  // sum over the same float values.
+  const int64_t rows = 100003, channels = 3;
+  std::vector<float> values(static_cast<size_t>(rows * channels));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < channels; ++c)
+      values[static_cast<size_t>(r * channels + c)] =
+          static_cast<float>(1e6 * static_cast<double>(c + 1) + std::sin(0.37 * static_cast<double>(r) + c));
+  for (int64_t c = 0; c < channels; ++c) values[static_cast<size_t>(c)] = static_cast<float>(1e6 * static_cast<double>(c + 1) + 50.0);
+  const Tensor x = Tensor::from_vector(values, {1, rows, 1, channels});
+  const Tensor running_mean = Tensor::zeros({channels}), running_var = Tensor::ones({channels});
+  batch_norm2d(x, Tensor(), Tensor(), running_mean, running_var, true, 1.0);
+  const std::vector<double> mean = running_mean.to_doubles(), var = running_var.to_doubles();
+  for (int64_t c = 0; c < channels; ++c) {
+    double sum = 0, squares = 0;
+    for (int64_t r = 0; r < rows; ++r) sum += values[static_cast<size_t>(r * channels + c)];
+    const double exact_mean = sum / static_cast<double>(rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      const double d = values[static_cast<size_t>(r * channels + c)] - exact_mean;
+      squares += d * d;
+    }
+    const double unbiased = squares / static_cast<double>(rows - 1);  // the running variance is unbiased
+    INFO("channel " << c);
+    CHECK(mean[static_cast<size_t>(c)] == doctest::Approx(exact_mean).epsilon(1e-7));
+    CHECK(var[static_cast<size_t>(c)] == doctest::Approx(unbiased).epsilon(1e-5));
+  }
+}

@@ -310,6 +310,25 @@ void pools(std::vector<OpCase>& cases) {
           [a](In v) { return avg_pool2d(v[0], a); }, {tensor(x, large_x, -2, 2)});
     }
   }
+  // Windows that cannot overlap (stride >= kernel) take the CPU's gather backward: windows that tile
+  // the image, windows that leave its last column (and, in ceil mode, nothing) uncovered, and gaps.
+  struct Disjoint {
+    const char* name;
+    Shape shape;
+    int kernel, stride;
+    bool ceil_mode;
+  };
+  for (const Disjoint& d : {Disjoint{"2x2 stride 2, tiling", {2, 6, 8, 3}, 2, 2, false},
+                            Disjoint{"2x2 stride 2, last column uncovered", {2, 6, 7, 3}, 2, 2, false},
+                            Disjoint{"2x2 stride 2 ceil mode, last window clipped", {2, 6, 7, 3}, 2, 2, true},
+                            Disjoint{"2x2 stride 3, gaps", {2, 7, 8, 3}, 2, 3, false}}) {
+    Pool2dOptions p;
+    p.kernel_h = p.kernel_w = d.kernel;
+    p.stride_h = p.stride_w = d.stride;
+    p.ceil_mode = d.ceil_mode;
+    add(cases, std::string("max_pool2d ") + d.name, "max_pool2d", [p](In v) { return max_pool2d(v[0], p); },
+        {tensor(d.shape, large_x, -2, 2)}, {{DType::f32, 0.0}});
+  }
   add(cases, "adaptive_avg_pool2d to 3x2", "adaptive_avg_pool2d", [](In v) { return adaptive_avg_pool2d(v[0], 3, 2); },
       {tensor({2, 7, 5, 3}, large_x, -2, 2)});
   add(cases, "adaptive_avg_pool2d to 7x7", "adaptive_avg_pool2d", [](In v) { return adaptive_avg_pool2d(v[0], 7, 7); },

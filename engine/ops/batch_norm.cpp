@@ -1,7 +1,8 @@
 // batch_norm2d over NHWC with fused activation (none, relu, residual add + relu). Training mode
 // normalises with batch statistics and updates the running statistics in place (PyTorch's momentum
 // convention, unbiased running variance); eval mode uses the running statistics. The backward uses
-// the saved input, output (for the relu mask), mean and inverse standard deviation.
+// the saved input, output (for the relu mask; on the CPU the mask of a plain relu is computed again
+// from the input), mean and inverse standard deviation.
 #include "engine/backend.h"
 #include "engine/distributed/sync_batch_norm.h"
 #include "engine/ops.h"
@@ -90,14 +91,18 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, c
 
   const bool want_x = x.requires_grad(), want_w = weight.requires_grad(), want_b = bias.requires_grad(),
              want_r = activation == BatchNormActivation::add_relu && residual.requires_grad();
-  const Tensor saved_y = activation == BatchNormActivation::none ? Tensor() : y.detach();
+  // The relu mask: from y, or on the CPU computed again from x (kernels/batch_norm.h), which saves
+  // the backward a read of y and the tape a reference to it.
+  const bool mask_from_x = x.device().is_cpu() && kernels::cpu::batch_norm_mask_from_input(x.dtype(), activation);
+  const Tensor saved_y = activation == BatchNormActivation::none || mask_from_x ? Tensor() : y.detach();
   record_op("batch_norm2d", {x, weight, bias, activation == BatchNormActivation::add_relu ? residual : Tensor()}, {y},
             [=](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
               const Tensor& dy = grads[0];
               Tensor sum_dz = Tensor::empty({c}, acc, dy.device()), sum_dz_xhat = Tensor::empty({c}, acc, dy.device());
               Tensor ws;
               CNN_KERNEL(dy.device(), batch_norm_backward_reduce, dy.dtype(), dy.data(), data_or_null(saved_y), x.data(),
-                         m, c, mean.data(), invstd.data(), activation, sum_dz.data(), sum_dz_xhat.data(),
+                         m, c, mean.data(), invstd.data(), data_or_null(weight), data_or_null(bias), activation,
+                         sum_dz.data(), sum_dz_xhat.data(),
                          reduction_workspace(dy.dtype(), m, c, dy.device(), ws));
               // SyncBN: the weight and bias gradients are this rank's sums; the input gradient needs
               // the sums over every rank's batch.
@@ -114,7 +119,8 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, c
                 void* dx_ptr = want_x ? dx.data() : nullptr;
                 void* dr_ptr = want_r ? dr.data() : nullptr;
                 CNN_KERNEL(dy.device(), batch_norm_backward_input, dy.dtype(), dy.data(), data_or_null(saved_y), x.data(),
-                           m, c, mean.data(), invstd.data(), data_or_null(weight), input_sum_dz.data(),
+                           m, c, mean.data(), invstd.data(), data_or_null(weight), data_or_null(bias),
+                           input_sum_dz.data(),
                            input_sum_dz_xhat.data(),
                            training, activation, dx_ptr, dr_ptr, nullptr);
                 out[0] = dx;

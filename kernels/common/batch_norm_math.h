@@ -13,10 +13,17 @@ CNN_HD A batch_norm_xhat(A x, A mean, A invstd) {
   return (x - mean) * invstd;
 }
 
+// The affine normalisation before the activation. The CPU backward recomputes it for the relu mask
+// (kernels/batch_norm.h), so forward and backward must both take it from here.
+template <class A>
+CNN_HD A batch_norm_affine(A xhat, A weight, A bias) {
+  return xhat * weight + bias;
+}
+
 // Output of the affine normalisation plus the fused activation.
 template <class A>
 CNN_HD A batch_norm_output(A x, A mean, A invstd, A weight, A bias, A residual, BatchNormActivation act) {
-  A y = batch_norm_xhat(x, mean, invstd) * weight + bias;
+  A y = batch_norm_affine(batch_norm_xhat(x, mean, invstd), weight, bias);
   if (act == BatchNormActivation::add_relu) y += residual;
   if (act != BatchNormActivation::none && y < A(0)) y = A(0);
   return y;

@@ -1,6 +1,7 @@
 // CPU reference for pooling over NHWC: one output element per (n, oy, ox, c). The average-pool
 // backward gathers from the outputs whose windows cover each input element; the max-pool backward
-// scatters each output's gradient to its argmax within its image (images in parallel). The maximum
+// scatters each output's gradient to its argmax within its image (images in parallel), or, when the
+// windows cannot overlap, writes each window's input gradients once. The maximum
 // follows kernels/common/max_math.h (a NaN in the window wins, then the first maximum).
 #include <algorithm>
 #include <limits>
@@ -77,6 +78,11 @@ void max_pool2d_forward(DType dt, const PoolGeometry& g, const void* x, void* y,
 
 // Scatter per image: each output adds its gradient at its argmax. Images are independent, so the
 // parallel loop over them needs no atomics, and the order within an image is fixed (deterministic).
+// When the windows cannot overlap (stride >= kernel: the 2x2/2 pools of VGG-like nets), every input
+// element has at most one output, and the gradient is gathered instead: each window's elements
+// written once, its argmax's with the output's gradient and the others with zero, with no zero-fill
+// pass before (a zero-fill only where windows leave part of the image uncovered). The values are
+// the scatter's: 0 + dy, in the compute type, rounded once.
 void max_pool2d_backward(DType dt, const PoolGeometry& g, const void* dy, const int32_t* argmax, void* dx, Stream) {
   dispatch_floating(dt, "max_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
@@ -84,6 +90,26 @@ void max_pool2d_backward(DType dt, const PoolGeometry& g, const void* dy, const 
     const T* dys = static_cast<const T*>(dy);
     T* dxs = static_cast<T*>(dx);
     const int64_t in_image = g.h * g.w * g.c, out_pixels = g.oh * g.ow;
+    const bool disjoint = !g.adaptive && g.stride_h >= g.kh && g.stride_w >= g.kw;
+    if (disjoint) {
+      const bool tiled = g.pad_h == 0 && g.pad_w == 0 && g.oh * g.stride_h == g.h && g.ow * g.stride_w == g.w &&
+                         g.kh == g.stride_h && g.kw == g.stride_w;
+      if (!tiled) std::fill(dxs, dxs + g.n * in_image, from_compute<T>(C(0)));
+      parallel_pixels(g.n, g.oh, g.ow, [] { return 0; }, [&](int /*no scratch*/, int64_t n, int64_t oy, int64_t ox) {
+        const PoolWindow win = pool_window(g, oy, ox);
+        const int64_t out = ((n * g.oh + oy) * g.ow + ox) * g.c;
+        const int32_t* where = argmax + out;
+        const T* grad = dys + out;
+        for (int64_t iy = win.h0; iy < win.h1; ++iy)
+          for (int64_t ix = win.w0; ix < win.w1; ++ix) {
+            const int32_t pos = static_cast<int32_t>(iy * g.w + ix);
+            T* dst = dxs + n * in_image + pos * g.c;
+            for (int64_t c = 0; c < g.c; ++c)
+              dst[c] = from_compute<T>(where[c] == pos ? C(0) + to_compute(grad[c]) : C(0));
+          }
+      });
+      return;
+    }
     // Each image's gradients summed in the compute type, in output order: straight into dx when T is
     // the compute type (f32, f64), else in a buffer rounded once at the end.
     constexpr bool kInPlace = std::is_same_v<T, C>;

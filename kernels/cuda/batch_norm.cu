@@ -338,6 +338,14 @@ size_t batch_norm_workspace_bytes(DType dt, int64_t m, int64_t c) {
   return bytes;
 }
 
+namespace {
+// The CUDA backward takes its relu mask from y alone (kernels/batch_norm.h says why).
+void check_mask_source(BatchNormActivation act, const void* y, const char* kernel) {
+  CNN_CHECK(act == BatchNormActivation::none || y != nullptr, kernel,
+            ": a fused relu needs the forward's output y for its mask on CUDA");
+}
+}  // namespace
+
 void batch_norm_stats(DType dt, const void* x, int64_t m, int64_t c, void* mean, void* var, void* workspace,
                       Stream stream) {
   if (c == 0) return;
@@ -395,8 +403,9 @@ void batch_norm_forward(DType dt, const void* x, int64_t m, int64_t c, const voi
 }
 
 void batch_norm_backward_reduce(DType dt, const void* dy, const void* y, const void* x, int64_t m, int64_t c,
-                                const void* mean, const void* invstd, BatchNormActivation act, void* sum_dz, void* sum_dz_xhat,
-                                void* workspace, Stream stream) {
+                                const void* mean, const void* invstd, const void* /*weight*/, const void* /*bias*/,
+                                BatchNormActivation act, void* sum_dz, void* sum_dz_xhat, void* workspace, Stream stream) {
+  check_mask_source(act, y, "batch_norm_backward_reduce");
   if (c == 0) return;
   dispatch_floating(dt, "batch_norm_backward_reduce", [&](auto tag) {
     using T = decltype(tag);
@@ -418,9 +427,10 @@ void batch_norm_backward_reduce(DType dt, const void* dy, const void* y, const v
 }
 
 void batch_norm_backward_input(DType dt, const void* dy, const void* y, const void* x, int64_t m, int64_t c,
-                               const void* mean, const void* invstd, const void* weight, const void* sum_dz,
-                               const void* sum_dz_xhat, bool training, BatchNormActivation act, void* dx, void* dresidual, void*,
-                               Stream stream) {
+                               const void* mean, const void* invstd, const void* weight, const void* /*bias*/,
+                               const void* sum_dz, const void* sum_dz_xhat, bool training, BatchNormActivation act,
+                               void* dx, void* dresidual, void*, Stream stream) {
+  check_mask_source(act, y, "batch_norm_backward_input");
   if (m * c == 0) return;
   dispatch_floating(dt, "batch_norm_backward_input", [&](auto tag) {
     using T = decltype(tag);

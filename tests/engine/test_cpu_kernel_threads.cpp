@@ -53,7 +53,7 @@ TEST_CASE("BatchNorm statistics and backward sums: the same bits on 1, 2 and 3 t
     std::vector<float> mean(c), var(c), sum_dz(c), sum_dz_xhat(c), invstd(c, 1.5f);
     k::cpu::batch_norm_stats(DType::f32, x.data(), m, c, mean.data(), var.data());
     k::cpu::batch_norm_backward_reduce(DType::f32, dy.data(), nullptr, x.data(), m, c, mean.data(), invstd.data(),
-                                       BatchNormActivation::none, sum_dz.data(), sum_dz_xhat.data());
+                                       nullptr, nullptr, BatchNormActivation::none, sum_dz.data(), sum_dz_xhat.data());
     return std::vector<std::vector<float>>{mean, var, sum_dz, sum_dz_xhat};
   });
   for (size_t part = 0; part < 4; ++part) {

@@ -83,20 +83,20 @@ CNN_EMULATED_TEST_CASE("batch norm: statistics, forward with each activation, ba
         OffsetBuffer yo = offset_copy(y_cpu, s.offset);
         Buffer s1_cpu(acc, c), s2_cpu(acc, c), s1_emu(acc, c), s2_emu(acc, c);
         cpu::batch_norm_backward_reduce(dt, dy.data(), masked ? y_cpu.data() : nullptr, x.data(), m, c, mean_cpu.data(),
-                                        invstd.data(), act, s1_cpu.data(), s2_cpu.data());
+                                        invstd.data(), weight.data(), bias.data(), act, s1_cpu.data(), s2_cpu.data());
         workspace = poisoned_workspace(dt, m, c);
         emu::batch_norm_backward_reduce(dt, dyo.data(), masked ? yo.data() : nullptr, xo.data(), m, c, mean_cpu.data(),
-                                        invstd.data(), act, s1_emu.data(), s2_emu.data(), workspace.data(), nullptr);
+                                        invstd.data(), weight.data(), bias.data(), act, s1_emu.data(), s2_emu.data(), workspace.data(), nullptr);
         expect_close(s1_emu, s1_cpu, "batch norm sum(dz)", m);
         expect_close(s2_emu, s2_cpu, "batch norm sum(dz * xhat)", m);
         for (bool training : {true, false}) {
           Buffer dx_cpu(dt, n), dr_cpu(dt, n);
           OffsetBuffer dx_emu(dt, n, s.offset), dr_emu(dt, n, s.offset);
           cpu::batch_norm_backward_input(dt, dy.data(), masked ? y_cpu.data() : nullptr, x.data(), m, c, mean_cpu.data(),
-                                         invstd.data(), weight.data(), s1_cpu.data(), s2_cpu.data(), training, act,
+                                         invstd.data(), weight.data(), bias.data(), s1_cpu.data(), s2_cpu.data(), training, act,
                                          dx_cpu.data(), dr_cpu.data());
           emu::batch_norm_backward_input(dt, dyo.data(), masked ? yo.data() : nullptr, xo.data(), m, c, mean_cpu.data(),
-                                         invstd.data(), weight.data(), s1_cpu.data(), s2_cpu.data(), training, act,
+                                         invstd.data(), weight.data(), bias.data(), s1_cpu.data(), s2_cpu.data(), training, act,
                                          dx_emu.data(), dr_emu.data(), nullptr, nullptr);
           expect_close(dx_emu.copy(n), dx_cpu, "batch norm input gradient");
           expect_close(dr_emu.copy(n), dr_cpu, "batch norm residual gradient");

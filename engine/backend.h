@@ -37,6 +37,13 @@
       CNN_KERNEL_ON_CUDA_(cnn_kernel_device.index, name, __VA_ARGS__); \
   } while (0)
 
+// A kernel that exists on the CPU only (kernels::cpu::name), in a profiler span of its name.
+#define CNN_CPU_KERNEL(name, ...)                                                                      \
+  do {                                                                                                \
+    const ::cnn::profiler::Scope cnn_kernel_span(#name, ::cnn::profiler::Category::op, ::cnn::Device::cpu()); \
+    ::cnn::kernels::cpu::name(__VA_ARGS__, nullptr);                                                  \
+  } while (0)
+
 namespace cnn::detail {
 // "softmax_forward on cuda:0: <what failed>", for CNN_KERNEL.
 [[noreturn]] inline void rethrow_in_kernel(const char* kernel, int device, const Error& error) {

@@ -115,6 +115,14 @@ struct Pool2dOptions {
   bool ceil_mode = false;
   bool count_include_pad = true;  // avg_pool2d only
 };
+
+// max_pool2d(batch_norm2d(x, ..., relu), pool) as one op (engine/ops/batch_norm.cpp): the same
+// values, gradients and running statistics, bit for bit. On the CPU the fused kernels of
+// kernels/batch_norm_pool.h never store the full-size BatchNorm output or its gradient; on CUDA the
+// three kernels run one after the other.
+Tensor batch_norm_relu_max_pool2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                                  const Tensor& running_var, bool training, double momentum, double eps,
+                                  const Pool2dOptions& pool, distributed::Communicator* sync = nullptr);
 // Ties: the first (row-major) wins; a NaN in a window wins (the first NaN), as in PyTorch.
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options);
 Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options);

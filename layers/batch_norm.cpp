@@ -28,7 +28,13 @@ Tensor BatchNorm2d::forward_fused(const Tensor& x, BatchNormActivation activatio
   return normalize(x, activation, residual);
 }
 
-Tensor BatchNorm2d::normalize(const Tensor& x, BatchNormActivation activation, const Tensor& residual) {
+Tensor BatchNorm2d::forward_fused_max_pool(const Tensor& x, const Pool2dOptions& pool) {
+  const profiler::ModuleScope span(name(), type_name(), device());
+  return normalize(x, BatchNormActivation::relu, Tensor(), &pool);
+}
+
+Tensor BatchNorm2d::normalize(const Tensor& x, BatchNormActivation activation, const Tensor& residual,
+                              const Pool2dOptions* pool) {
   // Statistics and affine terms are kept in the accumulation dtype of the input: f32 for f32, f16 and
   // bf16 activations, f64 for f64 (gradient checks). The running statistics follow it for good.
   const DType statistics = accumulate_dtype(x.dtype());
@@ -50,6 +56,9 @@ Tensor BatchNorm2d::normalize(const Tensor& x, BatchNormActivation activation, c
     if (cumulative_) momentum = 1.0 / static_cast<double>(batches);
   }
   const auto affine = [&](const Tensor& p) { return p.dtype() == statistics ? p : cast(p, statistics); };
+  if (pool != nullptr)
+    return batch_norm_relu_max_pool2d(x, affine(weight()), affine(bias()), mean, var, training(), momentum, eps_, *pool,
+                                      sync_.get());
   return batch_norm2d(x, affine(weight()), affine(bias()), mean, var, training(), momentum, eps_, activation,
                       residual, sync_.get());
 }

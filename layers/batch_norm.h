@@ -26,6 +26,9 @@ class BatchNorm2d : public Module {
   // The input must already be in the compute dtype (as inside a block). Like forward(), a span of
   // the profiler named by the module's path.
   Tensor forward_fused(const Tensor& x, BatchNormActivation activation, const Tensor& residual = Tensor());
+  // Normalisation, ReLU and max_pool2d with `pool` as one engine op (batch_norm_relu_max_pool2d: the
+  // same bits as the three in turn), in this module's profiler span.
+  Tensor forward_fused_max_pool(const Tensor& x, const Pool2dOptions& pool);
   // Initialise the scale to zero instead of one (the last BN of a residual block, so that each block
   // starts as the identity).
   void zero_init_weight();
@@ -54,7 +57,9 @@ class BatchNorm2d : public Module {
 
  private:
   int64_t count_batch();  // returns the new count
-  Tensor normalize(const Tensor& x, BatchNormActivation activation, const Tensor& residual);  // forward_fused without its span
+  // forward_fused (or, with `pool`, forward_fused_max_pool) without its span.
+  Tensor normalize(const Tensor& x, BatchNormActivation activation, const Tensor& residual,
+                   const Pool2dOptions* pool = nullptr);
 
   int channels_;
   double eps_;

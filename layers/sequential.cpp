@@ -3,6 +3,7 @@
 
 #include "layers/activation.h"
 #include "layers/batch_norm.h"
+#include "layers/pool.h"
 #include "layers/shape_trace.h"
 
 namespace cnn {
@@ -15,6 +16,14 @@ Tensor Sequential::compute(const Tensor& x) {
     auto* norm = dynamic_cast<BatchNorm2d*>(&(*this)[i]);
     auto* next = i + 1 < size() ? dynamic_cast<Activation*>(&(*this)[i + 1]) : nullptr;
     if (norm != nullptr && next != nullptr && next->kind() == ActivationKind::relu) {
+      // (The pool's own forward would cast its input to the compute dtype, which the BatchNorm's
+      // output already has.)
+      auto* pool = i + 2 < size() ? dynamic_cast<MaxPool2d*>(&(*this)[i + 2]) : nullptr;
+      if (pool != nullptr) {
+        y = norm->forward_fused_max_pool(y, pool->options());
+        i += 2;
+        continue;
+      }
       y = norm->forward_fused(y, BatchNormActivation::relu);
       ++i;
       continue;

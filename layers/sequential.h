@@ -1,7 +1,8 @@
 // Sequential: children run in order, as torch.nn.Sequential. push_back names them "0", "1", ... (so
 // their parameters are "features.3.weight" and the like); add() gives a name, which is how the models
 // are built (ResNet: conv1, bn1, relu, maxpool, layer1..layer4, avgpool, flatten, fc). A BatchNorm2d
-// directly followed by a ReLU runs as one fused engine call; the tree and the state_dict keep both.
+// directly followed by a ReLU runs as one fused engine call, and with a MaxPool2d after the ReLU as
+// one call of all three (batch_norm_relu_max_pool2d); the tree and the state_dict keep them all.
 #pragma once
 #include <memory>
 #include <string>

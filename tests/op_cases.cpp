@@ -289,6 +289,32 @@ void batch_norms(std::vector<OpCase>& cases) {
   add(cases, "batch_norm2d train without running statistics", "batch_norm2d",
       [](In v) { return batch_norm2d(v[0], v[1], v[2], Tensor(), Tensor(), true); },
       {tensor(x, large_x, -2, 2), weight, bias}, tolerances);
+
+  // BatchNorm + ReLU + max-pool: windows that tile, leave a column uncovered, overlap, or clip in
+  // ceil mode. (Its CPU kernels' bits are checked against the three ops in
+  // tests/engine/test_batch_norm_pool.cpp.)
+  const Shape pooled_x{2, 6, 7, 3}, large_pooled_x{16, 12, 13, 48};
+  struct Window {
+    const char* name;
+    int kernel, stride, pad;
+    bool ceil_mode;
+  };
+  for (bool training : {true, false}) {
+    for (const Window& w : {Window{"2x2", 2, 2, 0, false}, Window{"3x3 stride 2 pad 1", 3, 2, 1, false},
+                            Window{"2x2 ceil mode", 2, 2, 0, true}}) {
+      Pool2dOptions pool;
+      pool.kernel_h = pool.kernel_w = w.kernel;
+      pool.stride_h = pool.stride_w = w.stride;
+      pool.pad_h = pool.pad_w = w.pad;
+      pool.ceil_mode = w.ceil_mode;
+      add(cases, std::string("batch_norm_relu_max_pool2d ") + (training ? "train " : "eval ") + w.name,
+          "batch_norm_relu_max_pool2d",
+          [training, pool](In v) {
+            return batch_norm_relu_max_pool2d(v[0], v[1], v[2], v[3], v[4], training, 0.1, 1e-5, pool);
+          },
+          {tensor(pooled_x, large_pooled_x, -2, 2), weight, bias, running_mean, running_var}, tolerances);
+    }
+  }
 }
 
 void pools(std::vector<OpCase>& cases) {

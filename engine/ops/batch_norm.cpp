@@ -8,8 +8,10 @@
 #include "engine/ops.h"
 #include "engine/ops/kernel_workspace.h"
 #include "engine/ops/op_checks.h"
+#include "engine/ops/pool_geometry.h"
 #include "engine/tape.h"
 #include "kernels/batch_norm.h"
+#include "kernels/batch_norm_pool.h"
 
 namespace cnn {
 
@@ -32,102 +34,167 @@ void* reduction_workspace([[maybe_unused]] DType dt, [[maybe_unused]] int64_t m,
 }
 }  // namespace
 
-Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
-                    const Tensor& running_var, bool training, double momentum, double eps,
-                    BatchNormActivation activation, const Tensor& residual, distributed::Communicator* sync) {
+namespace {
+// What the forward of a batch norm settles before it normalises: the checks, the statistics it
+// normalises with (the batch's, over every rank with SyncBN, or the running ones), and the
+// running-statistics update.
+struct Normalisation {
+  int64_t c = 0, m = 0;
+  DType acc = DType::f32;
+  Tensor mean, invstd;
+  Tensor global_count;                            // SyncBN: every rank's count per channel
+  distributed::Communicator* across = nullptr;  // SyncBN in training mode
+};
+
+Normalisation prepare_normalisation(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                    const Tensor& running_mean, const Tensor& running_var, bool training,
+                                    double momentum, double eps, distributed::Communicator* sync) {
   op_checks::floating("batch_norm2d", x);
   CNN_CHECK(x.dim() >= 2, "batch_norm2d: needs [N,H,W,C] (or [N,C]) input, got ", describe(x));
-  const int64_t c = x.size(-1), m = x.numel() / std::max<int64_t>(c, 1);
-  const DType acc = accumulate_dtype(x.dtype());
-  check_channel_tensor("weight", weight, x, acc, c);
-  check_channel_tensor("bias", bias, x, acc, c);
-  check_channel_tensor("running_mean", running_mean, x, acc, c);
-  check_channel_tensor("running_var", running_var, x, acc, c);
+  Normalisation n;
+  n.c = x.size(-1);
+  n.m = x.numel() / std::max<int64_t>(n.c, 1);
+  n.acc = accumulate_dtype(x.dtype());
+  const int64_t c = n.c, m = n.m;
+  check_channel_tensor("weight", weight, x, n.acc, c);
+  check_channel_tensor("bias", bias, x, n.acc, c);
+  check_channel_tensor("running_mean", running_mean, x, n.acc, c);
+  check_channel_tensor("running_var", running_var, x, n.acc, c);
   CNN_CHECK(training || (running_mean.defined() && running_var.defined()),
             "batch_norm2d: eval mode needs running_mean and running_var");
   CNN_CHECK(running_mean.defined() == running_var.defined(), "batch_norm2d: pass both running_mean and running_var "
             "or neither, got ", describe(running_mean), " and ", describe(running_var));
   CNN_CHECK(!training || m > 1, "batch_norm2d: training needs more than one value per channel, got ", describe(x),
             "; use a larger batch or eval mode");
+
+  // SyncBN (also over a world of one rank, where it computes what plain batch norm does).
+  n.across = training && sync ? sync : nullptr;
+  NoGrad no_grad;
+  n.invstd = Tensor::empty({c}, n.acc, x.device());
+  if (training) {
+    n.mean = Tensor::empty({c}, n.acc, x.device());
+    Tensor var = Tensor::empty({c}, n.acc, x.device());
+    Tensor ws;
+    CNN_KERNEL(x.device(), batch_norm_stats, x.dtype(), x.data(), m, c, n.mean.data(), var.data(),
+               reduction_workspace(x.dtype(), m, c, x.device(), ws));
+    const void* count = nullptr;  // the batch's count per channel: m here, every rank's with SyncBN
+    if (n.across) {
+      distributed::GlobalBatchStats global = distributed::combine_batch_stats(*n.across, n.mean, var, m);
+      n.mean = global.mean;
+      var = global.var;
+      n.global_count = global.count;
+      count = n.global_count.data();
+    }
+    // invstd and the running statistics (momentum, unbiased variance) in one kernel.
+    CNN_KERNEL(x.device(), batch_norm_update_stats, n.acc, n.mean.data(), var.data(), c, m, count, momentum, eps,
+               n.invstd.data(), data_or_null(running_mean), data_or_null(running_var));
+  } else {
+    n.mean = running_mean.detach().clone();
+    CNN_KERNEL(x.device(), batch_norm_update_stats, n.acc, nullptr, running_var.data(), c, m, nullptr, 0.0, eps,
+               n.invstd.data(), nullptr, nullptr);
+  }
+  return n;
+}
+
+// The per-channel sums the input gradient needs: this rank's, or with SyncBN those over every rank's
+// batch (the weight and bias gradients stay this rank's sums).
+std::pair<Tensor, Tensor> input_gradient_sums(const Normalisation& n, const Tensor& sum_dz, const Tensor& sum_dz_xhat) {
+  if (!n.across) return {sum_dz, sum_dz_xhat};
+  Tensor all_dz = sum_dz.clone(), all_dz_xhat = sum_dz_xhat.clone();
+  distributed::reduce_backward_sums(*n.across, all_dz, all_dz_xhat, n.global_count, n.m);
+  return {all_dz, all_dz_xhat};
+}
+
+// What the backward of a batch norm works from, besides dy: the forward's inputs and statistics.
+struct BatchNormSaved {
+  Normalisation n;
+  Tensor x, weight, bias;
+  Tensor y;  // for the relu mask; undefined where the CPU takes it from x (or without a relu)
+  BatchNormActivation activation;
+  bool training;
+  bool want_x, want_w, want_b, want_r;
+};
+
+// {dx, dweight, dbias, dresidual} (undefined where not wanted) from dy, the gradient of the
+// normalisation's (activated) output.
+std::vector<Tensor> batch_norm_backward(const BatchNormSaved& s, const Tensor& dy) {
+  const Normalisation& n = s.n;
+  const int64_t c = n.c, m = n.m;
+  Tensor sum_dz = Tensor::empty({c}, n.acc, dy.device()), sum_dz_xhat = Tensor::empty({c}, n.acc, dy.device());
+  Tensor ws;
+  CNN_KERNEL(dy.device(), batch_norm_backward_reduce, dy.dtype(), dy.data(), data_or_null(s.y), s.x.data(), m, c,
+             n.mean.data(), n.invstd.data(), data_or_null(s.weight), data_or_null(s.bias), s.activation, sum_dz.data(),
+             sum_dz_xhat.data(), reduction_workspace(dy.dtype(), m, c, dy.device(), ws));
+  std::vector<Tensor> out(4);
+  if (s.want_x || s.want_r) {
+    const auto [all_dz, all_dz_xhat] = input_gradient_sums(n, sum_dz, sum_dz_xhat);
+    Tensor dx = s.want_x ? Tensor::empty(s.x.shape(), s.x.dtype(), s.x.device()) : Tensor();
+    Tensor dr = s.want_r ? Tensor::empty(s.x.shape(), s.x.dtype(), s.x.device()) : Tensor();
+    CNN_KERNEL(dy.device(), batch_norm_backward_input, dy.dtype(), dy.data(), data_or_null(s.y), s.x.data(), m, c,
+               n.mean.data(), n.invstd.data(), data_or_null(s.weight), data_or_null(s.bias), all_dz.data(),
+               all_dz_xhat.data(), s.training, s.activation, data_or_null(dx), data_or_null(dr), nullptr);
+    out[0] = dx;
+    out[3] = dr;
+  }
+  if (s.want_w) out[1] = sum_dz_xhat;
+  if (s.want_b) out[2] = sum_dz;
+  return out;
+}
+
+// Whether the CPU backward can take the relu mask from x (kernels/batch_norm.h), which saves it a
+// read of y and the tape a reference to y.
+bool mask_from_x(const Tensor& x, BatchNormActivation activation) {
+  return x.device().is_cpu() && kernels::cpu::batch_norm_mask_from_input(x.dtype(), activation);
+}
+}  // namespace
+
+Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                    const Tensor& running_var, bool training, double momentum, double eps,
+                    BatchNormActivation activation, const Tensor& residual, distributed::Communicator* sync) {
   if (activation == BatchNormActivation::add_relu) {
     op_checks::same_device_dtype("batch_norm2d", x, residual);
     CNN_CHECK(residual.shape() == x.shape(), "batch_norm2d: residual ", describe(residual), " must match ", describe(x));
   }
-
-  // SyncBN (also over a world of one rank, where it computes what plain batch norm does).
-  distributed::Communicator* const across = training && sync ? sync : nullptr;
-  Tensor mean, invstd, global_count;
-  {
-    NoGrad no_grad;
-    invstd = Tensor::empty({c}, acc, x.device());
-    if (training) {
-      mean = Tensor::empty({c}, acc, x.device());
-      Tensor var = Tensor::empty({c}, acc, x.device());
-      Tensor ws;
-      CNN_KERNEL(x.device(), batch_norm_stats, x.dtype(), x.data(), m, c, mean.data(), var.data(),
-                 reduction_workspace(x.dtype(), m, c, x.device(), ws));
-      const void* count = nullptr;  // the batch's count per channel: m here, every rank's with SyncBN
-      if (across) {
-        distributed::GlobalBatchStats global = distributed::combine_batch_stats(*across, mean, var, m);
-        mean = global.mean;
-        var = global.var;
-        global_count = global.count;
-        count = global_count.data();
-      }
-      // invstd and the running statistics (momentum, unbiased variance) in one kernel.
-      CNN_KERNEL(x.device(), batch_norm_update_stats, acc, mean.data(), var.data(), c, m, count, momentum, eps,
-                 invstd.data(), data_or_null(running_mean), data_or_null(running_var));
-    } else {
-      mean = running_mean.detach().clone();
-      CNN_KERNEL(x.device(), batch_norm_update_stats, acc, nullptr, running_var.data(), c, m, nullptr, 0.0, eps,
-                 invstd.data(), nullptr, nullptr);
-    }
-  }
-
+  BatchNormSaved s{prepare_normalisation(x, weight, bias, running_mean, running_var, training, momentum, eps, sync),
+                   x, weight, bias, Tensor(), activation, training,
+                   x.requires_grad(), weight.requires_grad(), bias.requires_grad(),
+                   activation == BatchNormActivation::add_relu && residual.requires_grad()};
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   const void* res = activation == BatchNormActivation::add_relu ? residual.data() : nullptr;
-  CNN_KERNEL(x.device(), batch_norm_forward, x.dtype(), x.data(), m, c, mean.data(), invstd.data(), data_or_null(weight),
-             data_or_null(bias), res, activation, y.data(), nullptr);
-
-  const bool want_x = x.requires_grad(), want_w = weight.requires_grad(), want_b = bias.requires_grad(),
-             want_r = activation == BatchNormActivation::add_relu && residual.requires_grad();
-  // The relu mask: from y, or on the CPU computed again from x (kernels/batch_norm.h), which saves
-  // the backward a read of y and the tape a reference to it.
-  const bool mask_from_x = x.device().is_cpu() && kernels::cpu::batch_norm_mask_from_input(x.dtype(), activation);
-  const Tensor saved_y = activation == BatchNormActivation::none || mask_from_x ? Tensor() : y.detach();
+  CNN_KERNEL(x.device(), batch_norm_forward, x.dtype(), x.data(), s.n.m, s.n.c, s.n.mean.data(), s.n.invstd.data(),
+             data_or_null(weight), data_or_null(bias), res, activation, y.data(), nullptr);
+  if (activation != BatchNormActivation::none && !mask_from_x(x, activation)) s.y = y.detach();
   record_op("batch_norm2d", {x, weight, bias, activation == BatchNormActivation::add_relu ? residual : Tensor()}, {y},
-            [=](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
+            [s](const std::vector<Tensor>& grads) { return batch_norm_backward(s, grads[0]); });
+  return y;
+}
+
+Tensor batch_norm_relu_max_pool2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                                  const Tensor& running_var, bool training, double momentum, double eps,
+                                  const Pool2dOptions& pool, distributed::Communicator* sync) {
+  // The fused forward where the backward needs no y (the CPU in f32/f64); elsewhere the two ops.
+  if (!mask_from_x(x, BatchNormActivation::relu))
+    return max_pool2d(batch_norm2d(x, weight, bias, running_mean, running_var, training, momentum, eps,
+                                   BatchNormActivation::relu, Tensor(), sync),
+                      pool);
+  const kernels::PoolGeometry g = op_geometry::pool_windows("batch_norm_relu_max_pool2d", x, pool);
+  const BatchNormSaved s{
+      prepare_normalisation(x, weight, bias, running_mean, running_var, training, momentum, eps, sync),
+      x, weight, bias, Tensor(), BatchNormActivation::relu, training,
+      x.requires_grad(), weight.requires_grad(), bias.requires_grad(), false};
+  Tensor y = Tensor::empty({g.n, g.oh, g.ow, g.c}, x.dtype(), x.device());
+  Tensor argmax = Tensor::empty({g.n, g.oh, g.ow, g.c}, DType::i32, x.device());
+  CNN_CPU_KERNEL(batch_norm_relu_max_pool_forward, x.dtype(), g, x.data(), s.n.mean.data(), s.n.invstd.data(),
+                 data_or_null(weight), data_or_null(bias), y.data(), argmax.data_as<int32_t>());
+  record_op("batch_norm_relu_max_pool2d", {x, weight, bias}, {y},
+            [s, g, argmax](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
+              // The max-pool's gradient at full size, then the batch norm's backward from it.
               const Tensor& dy = grads[0];
-              Tensor sum_dz = Tensor::empty({c}, acc, dy.device()), sum_dz_xhat = Tensor::empty({c}, acc, dy.device());
-              Tensor ws;
-              CNN_KERNEL(dy.device(), batch_norm_backward_reduce, dy.dtype(), dy.data(), data_or_null(saved_y), x.data(),
-                         m, c, mean.data(), invstd.data(), data_or_null(weight), data_or_null(bias), activation,
-                         sum_dz.data(), sum_dz_xhat.data(),
-                         reduction_workspace(dy.dtype(), m, c, dy.device(), ws));
-              // SyncBN: the weight and bias gradients are this rank's sums; the input gradient needs
-              // the sums over every rank's batch.
-              Tensor input_sum_dz = sum_dz, input_sum_dz_xhat = sum_dz_xhat;
-              if (across) {
-                input_sum_dz = sum_dz.clone();
-                input_sum_dz_xhat = sum_dz_xhat.clone();
-                distributed::reduce_backward_sums(*across, input_sum_dz, input_sum_dz_xhat, global_count, m);
-              }
-              std::vector<Tensor> out(4);
-              if (want_x || want_r) {
-                Tensor dx = want_x ? Tensor::empty(x.shape(), x.dtype(), x.device()) : Tensor();
-                Tensor dr = want_r ? Tensor::empty(x.shape(), x.dtype(), x.device()) : Tensor();
-                void* dx_ptr = want_x ? dx.data() : nullptr;
-                void* dr_ptr = want_r ? dr.data() : nullptr;
-                CNN_KERNEL(dy.device(), batch_norm_backward_input, dy.dtype(), dy.data(), data_or_null(saved_y), x.data(),
-                           m, c, mean.data(), invstd.data(), data_or_null(weight), data_or_null(bias),
-                           input_sum_dz.data(),
-                           input_sum_dz_xhat.data(),
-                           training, activation, dx_ptr, dr_ptr, nullptr);
-                out[0] = dx;
-                out[3] = dr;
-              }
-              if (want_w) out[1] = sum_dz_xhat;
-              if (want_b) out[2] = sum_dz;
+              Tensor dz = Tensor::empty(s.x.shape(), dy.dtype(), dy.device());
+              CNN_KERNEL(dy.device(), max_pool2d_backward, dy.dtype(), g, dy.data(), argmax.data_as<int32_t>(),
+                         dz.data());
+              std::vector<Tensor> out = batch_norm_backward(s, dz);
+              out.pop_back();  // no residual
               return out;
             });
   return y;

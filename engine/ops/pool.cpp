@@ -5,16 +5,17 @@
 #include "engine/backend.h"
 #include "engine/ops.h"
 #include "engine/ops/op_checks.h"
+#include "engine/ops/pool_geometry.h"
 #include "engine/tape.h"
 #include "kernels/common/window.h"
 #include "kernels/pool.h"
 
 namespace cnn {
 
-namespace {
+namespace op_geometry {
 using kernels::PoolGeometry;
 
-PoolGeometry base_geometry(const char* op, const Tensor& x) {
+PoolGeometry pool_input(const char* op, const Tensor& x) {
   op_checks::floating(op, x);
   op_checks::rank(op, x, 4, "the input [N,H,W,C]");
   PoolGeometry g;
@@ -25,8 +26,8 @@ PoolGeometry base_geometry(const char* op, const Tensor& x) {
   return g;
 }
 
-PoolGeometry window_geometry(const char* op, const Tensor& x, const Pool2dOptions& o) {
-  PoolGeometry g = base_geometry(op, x);
+PoolGeometry pool_windows(const char* op, const Tensor& x, const Pool2dOptions& o) {
+  PoolGeometry g = pool_input(op, x);
   CNN_CHECK(o.kernel_h > 0 && o.kernel_w > 0 && o.stride_h > 0 && o.stride_w > 0, op,
             ": kernel and stride must be positive");
   CNN_CHECK(o.pad_h >= 0 && o.pad_w >= 0 && 2 * o.pad_h <= o.kernel_h && 2 * o.pad_w <= o.kernel_w, op,
@@ -45,6 +46,12 @@ PoolGeometry window_geometry(const char* op, const Tensor& x, const Pool2dOption
             " window");
   return g;
 }
+}  // namespace op_geometry
+
+namespace {
+using kernels::PoolGeometry;
+using op_geometry::pool_input;
+using op_geometry::pool_windows;
 
 Tensor avg_pool_impl(const char* op, const Tensor& x, const PoolGeometry& g) {
   Tensor y = Tensor::empty({g.n, g.oh, g.ow, g.c}, x.dtype(), x.device());
@@ -61,7 +68,7 @@ Tensor avg_pool_impl(const char* op, const Tensor& x, const PoolGeometry& g) {
 }  // namespace
 
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
-  const PoolGeometry g = window_geometry("max_pool2d", x, options);
+  const PoolGeometry g = pool_windows("max_pool2d", x, options);
   Tensor y = Tensor::empty({g.n, g.oh, g.ow, g.c}, x.dtype(), x.device());
   Tensor argmax = Tensor::empty({g.n, g.oh, g.ow, g.c}, DType::i32, x.device());
   CNN_KERNEL(x.device(), max_pool2d_forward, x.dtype(), g, x.data(), y.data(), argmax.data_as<int32_t>());
@@ -77,11 +84,11 @@ Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
 }
 
 Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options) {
-  return avg_pool_impl("avg_pool2d", x, window_geometry("avg_pool2d", x, options));
+  return avg_pool_impl("avg_pool2d", x, pool_windows("avg_pool2d", x, options));
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, int out_h, int out_w) {
-  PoolGeometry g = base_geometry("adaptive_avg_pool2d", x);
+  PoolGeometry g = pool_input("adaptive_avg_pool2d", x);
   CNN_CHECK(out_h > 0 && out_w > 0, "adaptive_avg_pool2d: output size must be positive, got ", out_h, "x", out_w);
   // Bins of one pixel each: the identity (compact_cnn's 7x7 pool of a 7x7 map, ResNet's at 224).
   if (out_h == g.h && out_w == g.w) return x;
@@ -92,7 +99,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x, int out_h, int out_w) {
 }
 
 Tensor global_avg_pool2d(const Tensor& x) {
-  base_geometry("global_avg_pool2d", x);
+  pool_input("global_avg_pool2d", x);
   return mean(x, {1, 2});
 }
 

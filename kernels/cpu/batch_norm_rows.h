@@ -1,7 +1,7 @@
-// The row machinery of the CPU BatchNorm kernels, shared by the plain ones (kernels/cpu/batch_norm.cpp)
-// and the BatchNorm + ReLU + max-pool ones (kernels/cpu/batch_norm_pool.cpp), which must produce the
-// same bits: the per-channel sums over row blocks in a fixed order, the relu mask, and one row of
-// each backward pass.
+// The row machinery of the CPU BatchNorm kernels (kernels/cpu/batch_norm.cpp): the per-channel sums
+// over row blocks in a fixed order, the relu mask, and one row of each pass. The forward row also
+// serves the BatchNorm + ReLU + max-pool forward (kernels/cpu/batch_norm_pool.cpp), which must
+// produce the same bits.
 //
 // Sums: the rows are cut into at most 256 blocks of a size fixed by M alone; the threads share the
 // blocks, each summed kRowGroup rows at a time, and the blocks' sums are then added in block order,

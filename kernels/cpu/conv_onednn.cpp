@@ -13,6 +13,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <memory>
@@ -69,7 +70,7 @@ struct Prepared {
   bool reorders = false;
   memory::desc scratchpad;
   // Backward-data run as the forward convolution of dy with the flipped, transposed weights (see
-  // transposed_forward_geometry); user_weights is then the transposed [C, KH, KW, O] layout.
+  // transposed_forward_applies); user_weights then views the flipped weights as [C, O, KH, KW].
   bool as_transposed_forward = false;
 };
 
@@ -147,7 +148,9 @@ std::unique_ptr<Prepared> prepare(ConvDirection direction, const ConvGeometry& g
                strides, dilates, {g.kh - 1 - pad_l[0], g.kw - 1 - pad_l[1]}, {g.kh - 1 - pad_r[0], g.kw - 1 - pad_r[1]}},
               attr, cpu_engine());
           if (std::string(pd.impl_info_str()).rfind("brg", 0) == 0) {
-            p->user_weights = memory::desc({g.c, g.o, g.kh, g.kw}, memory::data_type::f32, Tag::ohwi);
+            // Dims [C, O, KH, KW] over the flipped [O, KH, KW, C] buffer: the transposition as strides.
+            p->user_weights = memory::desc({g.c, g.o, g.kh, g.kw}, memory::data_type::f32,
+                                           memory::dims{1, g.kh * g.kw * g.c, g.kw * g.c, g.c});
             p->as_transposed_forward = true;
             finish(pd, pd.weights_desc(), false);
             p->implementation += " (backward-data as the forward of the flipped, transposed weights)";
@@ -193,17 +196,17 @@ void* thread_buffer(size_t index, size_t bytes) {
   if (b.size() * sizeof(float) < bytes) b.resize((bytes + sizeof(float) - 1) / sizeof(float));
   return b.data();
 }
-// W'[c][kh][kw][o] = W[o][KH-1-kh][KW-1-kw][c] for W [O, KH, KW, C], in this thread's buffer 2.
-const float* transpose_and_flip(const ConvGeometry& g, const float* w) {
-  float* t = static_cast<float*>(thread_buffer(2, static_cast<size_t>(g.o * g.kh * g.kw * g.c) * sizeof(float)));
+// W flipped along KH and KW, still [O, KH, KW, C], in this thread's buffer 2: whole rows of C copied.
+// The transposition to [C, KH, KW, O] is left to the primitive's weight reorder, which reads this
+// buffer through strides (transposed_user_weights).
+const float* flipped(const ConvGeometry& g, const float* w) {
+  float* f = static_cast<float*>(thread_buffer(2, static_cast<size_t>(g.o * g.kh * g.kw * g.c) * sizeof(float)));
   for (int64_t o = 0; o < g.o; ++o)
     for (int64_t kh = 0; kh < g.kh; ++kh)
-      for (int64_t kw = 0; kw < g.kw; ++kw) {
-        const float* from = w + ((o * g.kh + kh) * g.kw + kw) * g.c;
-        const int64_t fh = g.kh - 1 - kh, fw = g.kw - 1 - kw;
-        for (int64_t c = 0; c < g.c; ++c) t[((c * g.kh + fh) * g.kw + fw) * g.o + o] = from[c];
-      }
-  return t;
+      for (int64_t kw = 0; kw < g.kw; ++kw)
+        std::copy_n(w + ((o * g.kh + kh) * g.kw + kw) * g.c, g.c,
+                    f + ((o * g.kh + (g.kh - 1 - kh)) * g.kw + (g.kw - 1 - kw)) * g.c);
+  return f;
 }
 }  // namespace
 
@@ -218,7 +221,7 @@ bool onednn_conv2d(ConvDirection direction, DType dt, const ConvGeometry& g, con
   const memory scratchpad(p.scratchpad, engine, thread_buffer(0, p.scratchpad.get_size()));
   // The weights as the primitive takes them: ours, or a reordered copy.
   const void* user_weights = direction == ConvDirection::backward_filter ? out : second;
-  if (p.as_transposed_forward) user_weights = transpose_and_flip(g, static_cast<const float*>(second));
+  if (p.as_transposed_forward) user_weights = flipped(g, static_cast<const float*>(second));
   memory user(p.user_weights, engine, const_cast<void*>(user_weights));
   memory primitive_weights =
       p.reorders ? memory(p.primitive_weights, engine, thread_buffer(1, p.primitive_weights.get_size())) : user;

@@ -28,6 +28,7 @@
 #include "engine/backend.h"
 #include "engine/cnn.h"
 #include "kernels/batch_norm.h"
+#include "kernels/batch_norm_pool.h"
 #include "kernels/elementwise.h"
 #include "kernels/loss_scale.h"
 #include "kernels/optimizer.h"
@@ -255,6 +256,27 @@ class Bench {
          [&] { CNN_KERNEL(d, max_pool2d_forward, dt, g, x.data(), y.data(), argmax.data_as<int32_t>()); });
     time("max_pool_backward", shape, "out*(s+4) + in*s", static_cast<double>(out) * (s_ + 4) + static_cast<double>(in) * s_,
          [&] { CNN_KERNEL(d, max_pool2d_backward, dt, g, dy.data(), argmax.data_as<int32_t>(), dx.data()); });
+    // VGG's 2x2/2 pools (112 -> 56 here), and their BatchNorm + ReLU + max-pool forward as one CPU
+    // kernel (f32/f64) against the normalise (bn_normalise_relu at 8x112x112x64) and max_pool_forward
+    // rows it replaces: x read once, no y. (Overlapping windows, like the stem's, run the two kernels.)
+    // On these preallocated, cache-warm buffers the two kernels can come out ahead; the op's own
+    // comparison, with y allocated as a training step does, is tests/engine/test_batch_norm_pool.cpp's
+    // subject for values and bench_train's for time.
+    kernels::PoolGeometry g2 = g;
+    g2.kh = g2.kw = 2;
+    g2.pad_h = g2.pad_w = 0;
+    const std::string shape2 = nhwc(g.n, 112, 64) + " 2x2/2";
+    time("max_pool_forward", shape2, "in*s + out*(s+4)", static_cast<double>(in) * s_ + static_cast<double>(out) * (s_ + 4),
+         [&] { CNN_KERNEL(d, max_pool2d_forward, dt, g2, x.data(), y.data(), argmax.data_as<int32_t>()); });
+    if (d.is_cpu() && kernels::cpu::batch_norm_mask_from_input(dt, BatchNormActivation::relu)) {
+      const Tensor stats = random({g.c}, acc_, 0.5, 1.5), weight = random({g.c}, acc_, 0.5, 1.5),
+                   bias = random({g.c}, acc_);
+      time("bn_relu_max_pool_forward", shape2, "in*s + out*(s+4)",
+           static_cast<double>(in) * s_ + static_cast<double>(out) * (s_ + 4), [&] {
+             CNN_CPU_KERNEL(batch_norm_relu_max_pool_forward, dt, g2, x.data(), stats.data(), stats.data(),
+                            weight.data(), bias.data(), y.data(), argmax.data_as<int32_t>());
+           });
+    }
     // Global average pool: mean over the 7x7 positions of [N, 49, 2048].
     const Tensor features = random({opt_.batch, 49, 2048}, dt);
     Tensor pooled = empty({opt_.batch, 2048}, dt);

@@ -1,7 +1,8 @@
 // batch_norm_relu_max_pool2d on the CPU (fused kernels, kernels/batch_norm_pool.h) gives the same
 // bits as batch_norm2d (relu) followed by max_pool2d: output, input/weight/bias gradients and
 // running statistics, in every floating dtype, training and eval, for windows that tile, leave
-// pixels uncovered, overlap, clip in ceil mode or leave gaps, with ties and NaNs in the windows.
+// pixels uncovered, clip in ceil mode or leave gaps, with ties and NaNs in the windows (and for
+// overlapping windows, which the op leaves to the two ops).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -81,6 +82,7 @@ TEST_CASE("batch_norm_relu_max_pool2d on the CPU: the same bits as batch_norm2d 
                  {"2x2 with the last column uncovered", window(2, 2, 0, false)},
                  {"3x3 stride 2 pad 1", window(3, 2, 1, false)},
                  {"3x3 stride 2 ceil mode", window(3, 2, 0, true)},
+                 {"2x2 ceil mode, the last window clipped", window(2, 2, 0, true)},
                  {"2x2 stride 3 (gaps)", window(2, 3, 0, false)}};
   for (DType dt : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
     for (bool training : {true, false}) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/allocator.h"
+#include "engine/byte_size.h"
 #include "engine/stream_workspaces.h"
 #include "engine/config.h"
 #include "engine/error.h"
@@ -171,7 +172,10 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, size
     auto stream = static_cast<cudaStream_t>(current_stream(dst_device.index));
     source_ready.make_wait(stream);
     set_device(dst_device.index);
-    check(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, bytes, stream), "cudaMemcpyPeerAsync");
+    check(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, bytes, stream),
+          ("cudaMemcpyPeerAsync of " + format_bytes(static_cast<double>(bytes)) + " from " + src_device.str() + " to " +
+           dst_device.str())
+              .c_str());
     Event copied(dst_device.index);
     copied.record(stream);
     copied.make_wait(current_stream(src_device.index));
@@ -181,13 +185,20 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, size
   if (dst_device.is_cpu() || src_device.is_cpu()) host_sync_point(dst_device.is_cpu() ? "a copy to the host" : "a copy from the host");
   set_device(device);
   auto stream = static_cast<cudaStream_t>(current_stream(device));
-  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync");
-  if (dst_device.is_cpu() || src_device.is_cpu()) check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  // What was copied, for the error: "cudaMemcpyAsync of 1.5 MiB from cuda:0 to cpu".
+  const auto what = [&](const char* call) {
+    return std::string(call) + " of " + format_bytes(static_cast<double>(bytes)) + " from " + src_device.str() +
+           " to " + dst_device.str();
+  };
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream), what("cudaMemcpyAsync").c_str());
+  if (dst_device.is_cpu() || src_device.is_cpu())
+    check(cudaStreamSynchronize(stream), what("cudaStreamSynchronize after the cudaMemcpyAsync").c_str());
 }
 
 void copy_to_device_async(void* dst, const void* host_src, size_t bytes, void* stream) {
   check(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)),
-        "cudaMemcpyAsync (host to device)");
+        ("cudaMemcpyAsync of " + format_bytes(static_cast<double>(bytes)) + " from pinned host memory to the device")
+            .c_str());
 }
 
 Event::Event(int device) : device_(device) {

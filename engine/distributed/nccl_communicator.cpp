@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/byte_size.h"
 #include "engine/cuda_context.h"
 #include "engine/distributed/backends.h"
 #include "engine/error.h"
@@ -92,7 +93,8 @@ struct InFlight {
 
 class NcclPending final : public PendingCollective {
  public:
-  NcclPending(int device, std::shared_ptr<CudaEvent> done) : device_(device), done_(std::move(done)) {}
+  NcclPending(int device, const char* collective, size_t bytes, std::shared_ptr<CudaEvent> done)
+      : device_(device), collective_(collective), bytes_(bytes), done_(std::move(done)) {}
   ~NcclPending() override {
     try {
       wait();
@@ -105,12 +107,15 @@ class NcclPending final : public PendingCollective {
     cuda::set_device(device_);  // a null compute stream is the legacy default stream of the current device
     const cudaError_t err =
         cudaStreamWaitEvent(static_cast<cudaStream_t>(cuda::current_stream(device_)), done->event, 0);
-    CNN_CHECK(err == cudaSuccess, "NCCL collective on cuda:", device_, ": cudaStreamWaitEvent failed: ",
-              cudaGetErrorString(err));
+    CNN_CHECK(err == cudaSuccess, "NCCL ", collective_, " of ", format_bytes(static_cast<double>(bytes_)), " on cuda:",
+              device_, ": the compute stream could not wait for it (cudaStreamWaitEvent failed: ",
+              cudaGetErrorString(err), "); ", kHint);
   }
 
  private:
   int device_;
+  const char* collective_;
+  size_t bytes_;
   std::shared_ptr<CudaEvent> done_;
 };
 
@@ -176,7 +181,7 @@ class NcclCommunicator final : public Communicator {
     auto done = launch("all_reduce", t.nbytes(), {t}, [&] {
       return ncclAllReduce(data, data, static_cast<size_t>(t.numel()), type, reduce, comm_, stream_);
     });
-    return std::make_unique<NcclPending>(device_, std::move(done));
+    return std::make_unique<NcclPending>(device_, "all_reduce", t.nbytes(), std::move(done));
   }
 
   void run_broadcast(const Tensor& t, int root) override {
@@ -188,7 +193,7 @@ class NcclCommunicator final : public Communicator {
     auto done = launch("broadcast", t.nbytes(), {t}, [&] {
       return ncclBroadcast(data, data, static_cast<size_t>(t.numel()), type, root, comm_, stream_);
     });
-    NcclPending(device_, std::move(done)).wait();
+    NcclPending(device_, "broadcast", t.nbytes(), std::move(done)).wait();
   }
 
   Tensor run_all_gather(const Tensor& t) override {
@@ -202,7 +207,7 @@ class NcclCommunicator final : public Communicator {
     auto done = launch("all_gather", t.nbytes(), {t, out}, [&] {
       return ncclAllGather(t.data(), out.data(), static_cast<size_t>(t.numel()), type, comm_, stream_);
     });
-    NcclPending(device_, std::move(done)).wait();
+    NcclPending(device_, "all_gather", t.nbytes(), std::move(done)).wait();
     return out;
   }
 

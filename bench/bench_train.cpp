@@ -4,10 +4,12 @@
 // with fp16, and the optimizer update, through the trainer's own learner. The steps are timed
 // once without the profiler (the figures) and once with it, for a table of the time per op,
 // phase and module (from CUDA events on a GPU, the wall clock on the CPU: train/profile_report.h).
+// With --cuda-graphs the timed steps replay the step captured after the warm-up
+// (train/step_graph.h, as [train] cuda_graphs); the profiled ones run eagerly, as in cnn_train.
 //
 //   bench_train [--model resnet50] [--batch 32] [--image-size 224] [--precision fp32|bf16|fp16]
 //               [--device cpu|cuda[:N]] [--steps 10] [--warmup 3] [--workers 2] [--threads 0]
-//               [--rows 15] [--json bench_train.json]
+//               [--cuda-graphs] [--rows 15] [--json bench_train.json]
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -29,6 +31,7 @@
 #include "train/profile_report.h"
 #include "train/profile_window.h"
 #include "train/run_log.h"
+#include "train/step_graph.h"
 #include "train/train_settings.h"
 #include "train/train_step.h"
 #include "train/training_data.h"
@@ -43,6 +46,7 @@ struct Options {
   std::string cpu_convolutions = "auto";
   int64_t batch = 32, image_size = 0;
   int steps = 10, warmup = 3, workers = 2, threads = 0;
+  bool cuda_graphs = false;
   size_t rows = 15;
 };
 
@@ -59,7 +63,8 @@ train::TrainSettings settings_for(const Options& o, const ModelInfo& info) {
       "data.path=synthetic",  // never opened: the images are made here
       "data.batch_size=" + std::to_string(o.batch), "data.image_size=" + std::to_string(o.image_size), "data.workers=" + std::to_string(o.workers),
       "data.mean=" + mean, "data.std=" + std, "precision.mode=" + o.precision, "train.device=" + o.device,
-      "train.threads=" + std::to_string(o.threads), "train.cpu_convolutions=" + o.cpu_convolutions, "log.level=quiet"};
+      "train.threads=" + std::to_string(o.threads), "train.cpu_convolutions=" + o.cpu_convolutions, "log.level=quiet",
+      std::string("train.cuda_graphs=") + (o.cuda_graphs ? "true" : "false")};
   return train::from_config(train::Config::parse("", "bench_train", keys));
 }
 
@@ -84,6 +89,11 @@ class TrainingSteps {
   TrainingSteps(const train::TrainSettings& settings, train::TrainingData& data, train::Learner& learner)
       : settings_(settings), data_(data), learner_(learner), single_process_(settings) {
     data_.train_loader->start_epoch(epoch_);
+    if (settings.loop.graphs) {
+      const std::string obstacle = train::step_graph_obstacle(settings, learner, 1);
+      CNN_CHECK(obstacle.empty(), "--cuda-graphs: the step cannot be captured: ", obstacle);
+      graph_ = std::make_unique<train::StepGraph>(learner, settings, single_process_);
+    }
   }
 
   // `count` steps; `window` (may be null) is told where each starts and ends.
@@ -98,8 +108,13 @@ class TrainingSteps {
         micro_batch = {.images = data_.images_on_device(batch, device, epoch_, ++index_), .labels = batch.labels.to(device),
                        .epoch = epoch_, .index = index_, .reducer = nullptr};
       }
-      train::forward_backward(learner_, micro_batch, settings_);
-      train::optimizer_step(learner_, step_++, settings_.optim.clip_grad_norm, {}, single_process_);
+      // After an eager step (the optimizer's state, cuDNN's choices), unprofiled steps replay the graph.
+      if (graph_ && !window && step_ > 0 && graph_->fits(micro_batch) && graph_->prepare(micro_batch, step_)) {
+        graph_->replay(micro_batch, step_++);
+      } else {
+        train::forward_backward(learner_, micro_batch, settings_);
+        train::optimizer_step(learner_, step_++, settings_.optim.clip_grad_norm, {}, single_process_);
+      }
       if (window) recording_ = window->step_ends();
     }
   }
@@ -122,6 +137,7 @@ class TrainingSteps {
   train::TrainingData& data_;
   train::Learner& learner_;
   train::DataParallel single_process_;
+  std::unique_ptr<train::StepGraph> graph_;  // --cuda-graphs
   int64_t epoch_ = 0, index_ = 0, step_ = 0;
   std::optional<profiler::Recording> recording_;
 };
@@ -141,12 +157,14 @@ int main(int argc, char** argv) {
   app.add_option("--workers", o.workers, "loader worker threads ([data] workers)")->check(CLI::NonNegativeNumber);
   app.add_option("--threads", o.threads, "CPU threads of the CPU backend (0: all cores)")->check(CLI::NonNegativeNumber);
   app.add_option("--cpu-convolutions", o.cpu_convolutions, "f32 CPU convolutions: auto, onednn or reference ([train] cpu_convolutions)");
+  app.add_flag("--cuda-graphs", o.cuda_graphs, "timed steps replay the step captured after the warm-up ([train] cuda_graphs)");
   app.add_option("--rows", o.rows, "rows of each table shown (profile.json-like output in --json has all)");
   app.add_option("--json", o.json, "JSON output file");
   CLI11_PARSE(app, argc, argv);
   try {
     const ModelInfo& info = model_info(o.model);
     if (o.image_size <= 0) o.image_size = info.input_size;
+    CNN_CHECK(!o.cuda_graphs || o.warmup >= 1, "--cuda-graphs needs --warmup of at least 1 (an eager step before the capture)");
     const train::TrainSettings settings = settings_for(o, info);
     const Device& device = settings.compute.device;
     train::configure_backend(settings.compute);
@@ -172,9 +190,10 @@ int main(int argc, char** argv) {
                                         .memory = device.is_cuda() ? cuda_allocator(device.index).stats() : cpu_allocator().stats()};
     const train::ProfileSummary profile = train::summarize_profile(*steps.recording(), context);
 
-    std::printf("bench_train: %s, batch %lld at %lldx%lld, %s, %s: %.2f ms/step = %.1f img/s (%d steps after %d warm-up; %d loader workers)\n",
+    std::printf("bench_train: %s, batch %lld at %lldx%lld, %s, %s%s: %.2f ms/step = %.1f img/s (%d steps after %d warm-up; %d loader workers)\n",
                 o.model.c_str(), static_cast<long long>(o.batch), static_cast<long long>(o.image_size), static_cast<long long>(o.image_size),
-                device.str().c_str(), o.precision.c_str(), ms_per_step, images_per_second, o.steps, o.warmup, o.workers);
+                device.str().c_str(), o.precision.c_str(), o.cuda_graphs ? ", graph replays" : "", ms_per_step, images_per_second,
+                o.steps, o.warmup, o.workers);
     std::printf("profiled: %.2f ms/step", profile.step_ms);
     if (profile.on_device) std::printf(", %.2f ms on the device", profile.step_device_ms);
     std::printf(", data wait %.1f%% (%s)\n\n", 100 * profile.data_wait_share,
@@ -191,6 +210,7 @@ int main(int argc, char** argv) {
                                 {"steps", o.steps},
                                 {"warmup", o.warmup},
                                 {"workers", o.workers},
+                                {"cuda_graphs", o.cuda_graphs},
                                 {"ms_per_step", ms_per_step},
                                 {"images_per_second", images_per_second},
                                 {"profile", train::profile_json(profile)}};

@@ -107,13 +107,13 @@ void* CachingAllocator::allocate(size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!deferred_error_.empty()) throw Error(std::exchange(deferred_error_, {}));
   ++stats_.allocations;
-  process_pending_locked(/*wait=*/false);
+  if (captures_ == 0) process_pending_locked(/*wait=*/false);
   Pool& pool = small(size) ? small_free_ : large_free_;
   Block* block = find_free_locked(pool, stream, size);
   if (!block) {
     const size_t segment = segment_size(size);
     void* ptr = system_.alloc(segment);
-    if (!ptr) {  // out of memory: let pending frees land, give the cache back and try once more
+    if (!ptr && captures_ == 0) {  // out of memory: let pending frees land, give the cache back and try once more
       process_pending_locked(/*wait=*/true);
       release_cached_locked();
       ptr = system_.alloc(segment);
@@ -144,7 +144,17 @@ void CachingAllocator::fail_out_of_memory(size_t bytes, size_t segment) const {
       "out of memory on ", system_.name, ": tried to allocate ", format_bytes(double(bytes)), " (a segment of ",
       format_bytes(double(segment)), "); ", format_bytes(double(stats_.in_use)), " in use by tensors, ",
       format_bytes(double(stats_.reserved)), " reserved by the cache", free_text,
-      ". Try a smaller [data] batch_size, [precision] mode = bf16 or fp16, or [train] checkpointing = blocks"));
+      captures_ > 0 ? " (during a CUDA graph capture, where the cache cannot be given back)" : "", ". Try a smaller [data] batch_size, [precision] mode = bf16 or fp16, or [train] checkpointing = blocks"));
+}
+
+void CachingAllocator::capture_begins() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++captures_;
+}
+
+void CachingAllocator::capture_ends() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  --captures_;
 }
 
 void CachingAllocator::deallocate(void* ptr, size_t) noexcept {
@@ -233,6 +243,8 @@ void CachingAllocator::reset_peak() {
 
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
+  CNN_CHECK(captures_ == 0, "empty_cache on ", system_.name, " during a CUDA graph capture: giving memory back to the "
+            "system (cudaFree) cannot be captured; empty the cache before or after the capture");
   process_pending_locked(/*wait=*/true);
   release_cached_locked();
 }

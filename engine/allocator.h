@@ -36,6 +36,11 @@ class Allocator {
   // was allocated on: once freed it is reused only after that work has run (PyTorch's
   // Tensor.record_stream). A no-op for allocators without streams.
   virtual void record_stream(void* /*ptr*/, void* /*stream*/) {}
+  // A CUDA graph capture (engine/graph.h) begins or ends on the device: while one is under way the
+  // allocator must not query or wait for events, nor give memory back to the system (both are
+  // illegal during a capture). No-ops for allocators without a device.
+  virtual void capture_begins() {}
+  virtual void capture_ends() {}
 };
 
 // Thrown when memory cannot be had even after the cache was given back; the message says how much
@@ -73,7 +78,8 @@ struct CachingSystem {
 //     A block also used on other streams (record_stream) returns to the pool only after an event
 //     recorded at free time on each of them has passed.
 //   - When the system allocator fails, pending events are waited for, every whole free segment is
-//     given back, and the request tried once more; then OutOfMemoryError.
+//     given back, and the request tried once more; then OutOfMemoryError. During a graph capture
+//     neither can be done (nor are pending frees looked at): the request fails at once, and says so.
 struct CachingAllocatorOptions {
   size_t max_split_bytes = SIZE_MAX;
 };
@@ -90,8 +96,11 @@ class CachingAllocator : public Allocator {
   void deallocate(void* ptr, size_t bytes) noexcept override;
   AllocatorStats stats() const override;
   void reset_peak() override;
-  void empty_cache() override;  // waits for pending frees, then returns every whole free segment
+  // Waits for pending frees, then returns every whole free segment (a cnn::Error during a capture).
+  void empty_cache() override;
   void record_stream(void* ptr, void* stream) override;
+  void capture_begins() override;
+  void capture_ends() override;
 
   static constexpr size_t kMinBlock = 512;
   static constexpr size_t kSmallRequest = size_t{1} << 20;    // the small pool's largest request
@@ -128,6 +137,7 @@ class CachingAllocator : public Allocator {
   std::string deferred_error_;  // a failure inside deallocate, thrown by the next allocate
   std::vector<Block*> abandoned_;  // blocks kept out of use for good (an event could not be recorded)
   size_t segment_count_ = 0;
+  int captures_ = 0;  // graph captures under way on the device
   AllocatorStats stats_;
 };
 

@@ -17,6 +17,9 @@
 // that names kernels::cuda (a workspace size) out of such builds in the same way: there it expands
 // to nothing.
 //
+// While the calling thread captures CPU work for a graph (engine/graph.h), a CPU kernel call is
+// recorded with its arguments instead of run; each replay of the graph runs it.
+//
 // Each call is also a span of the profiler (engine/profiler.h), named after the kernel: one branch
 // on a flag while the profiler is off.
 #pragma once
@@ -25,14 +28,17 @@
 #include "engine/cuda_context.h"
 #include "engine/device.h"
 #include "engine/error.h"
+#include "engine/graph.h"
 #include "engine/profiler.h"
+
+#include <tuple>
 
 #define CNN_KERNEL(device, name, ...)                               \
   do {                                                              \
     const ::cnn::Device& cnn_kernel_device = (device);              \
     const ::cnn::profiler::Scope cnn_kernel_span(#name, ::cnn::profiler::Category::op, cnn_kernel_device); \
     if (cnn_kernel_device.is_cpu())                                 \
-      ::cnn::kernels::cpu::name(__VA_ARGS__, nullptr);              \
+      CNN_KERNEL_ON_CPU_(name, __VA_ARGS__);                        \
     else                                                            \
       CNN_KERNEL_ON_CUDA_(cnn_kernel_device.index, name, __VA_ARGS__); \
   } while (0)
@@ -41,8 +47,16 @@
 #define CNN_CPU_KERNEL(name, ...)                                                                      \
   do {                                                                                                \
     const ::cnn::profiler::Scope cnn_kernel_span(#name, ::cnn::profiler::Category::op, ::cnn::Device::cpu()); \
-    ::cnn::kernels::cpu::name(__VA_ARGS__, nullptr);                                                  \
+    CNN_KERNEL_ON_CPU_(name, __VA_ARGS__);                                                            \
   } while (0)
+
+// The CPU call: run now, or recorded with its arguments (evaluated now, kept by value) while the
+// thread captures CPU work for a graph (engine/graph.h).
+#define CNN_KERNEL_ON_CPU_(name, ...)                                                              \
+  ::cnn::graph_capture::run_on_cpu([cnn_kernel_args = std::make_tuple(__VA_ARGS__)] {               \
+    std::apply([](const auto&... cnn_kernel_arg) { ::cnn::kernels::cpu::name(cnn_kernel_arg..., nullptr); }, \
+               cnn_kernel_args);                                                                   \
+  })
 
 namespace cnn::detail {
 // "softmax_forward on cuda:0: <what failed>", for CNN_KERNEL.

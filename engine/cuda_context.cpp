@@ -17,6 +17,7 @@
 #include "engine/stream_workspaces.h"
 #include "engine/config.h"
 #include "engine/error.h"
+#include "engine/graph.h"
 #include "engine/host_sync_check.h"
 
 #if CNN_WITH_CUDA
@@ -38,6 +39,7 @@ struct DeviceState {
   std::atomic<void*> stream{nullptr};  // nullptr: the legacy default stream; read by loader threads too
   cublasHandle_t cublas = nullptr;
   cudaStream_t copy_stream = nullptr;  // host-to-device uploads (engine/async_copy.h), kept for the process
+  cudaStream_t capture_stream = nullptr;  // CUDA graph captures (engine/graph.h), kept for the process
   StreamWorkspaces cublas_workspaces{size_t{32} << 20};  // what cuBLAS itself reserves on Hopper
   cudnnHandle_t cudnn = nullptr;
   std::unique_ptr<CachingAllocator> allocator;
@@ -112,7 +114,18 @@ int current_device() {
   return device;
 }
 
-void* current_stream(int device) { return state(device).stream; }
+namespace {
+// The capture stream of the graph capture this thread runs (engine/graph.h): its work goes there,
+// while other threads (the loader's uploads) keep the device's stream, which a capture must not see.
+thread_local int capturing_device = -1;
+thread_local void* capturing_stream = nullptr;
+}  // namespace
+
+void* current_stream(int device) {
+  if (device == capturing_device) [[unlikely]]
+    return capturing_stream;
+  return state(device).stream;
+}
 
 void set_stream(int device, void* stream) { state(device).stream = stream; }
 
@@ -160,7 +173,7 @@ void* cudnn_handle(int device) {
 void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
   if (bytes == 0) return;
   if (dst_device.is_cpu() && src_device.is_cpu()) {
-    std::memcpy(dst, src, bytes);
+    graph_capture::copy_on_cpu(dst, src, bytes);
     return;
   }
   if (dst_device.is_cuda() && src_device.is_cuda() && dst_device.index != src_device.index) {
@@ -229,15 +242,63 @@ bool Event::done() {
   return true;
 }
 
-void* copy_stream(int device) {
+namespace {
+// A non-blocking stream of the device kept in `member` of its state, created on first use.
+void* stream_of(int device, cudaStream_t DeviceState::*member) {
   DeviceState& s = state(device);
   std::lock_guard<std::mutex> lock(context().mutex);
-  if (!s.copy_stream) {
+  if (!(s.*member)) {
     set_device(device);
-    check(cudaStreamCreateWithFlags(&s.copy_stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    check(cudaStreamCreateWithFlags(&(s.*member), cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   }
-  return s.copy_stream;
+  return s.*member;
 }
+}  // namespace
+
+void* capture_stream(int device) { return stream_of(device, &DeviceState::capture_stream); }
+
+void begin_capture(int device, void* stream) {
+  set_device(device);
+  check(cudaStreamBeginCapture(static_cast<cudaStream_t>(stream), cudaStreamCaptureModeThreadLocal),
+        "cudaStreamBeginCapture");
+  capturing_device = device;
+  capturing_stream = stream;
+}
+
+void* end_capture(int device, void* stream, bool abandon) {
+  set_device(device);
+  capturing_device = -1;
+  capturing_stream = nullptr;
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &graph);
+  if (abandon) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    cudaGetLastError();  // an invalidated capture leaves its error behind
+    return nullptr;
+  }
+  if (ended != cudaSuccess) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    throw Error(std::string("CUDA graph capture failed: ") + cudaGetErrorString(ended) +
+                " (a call in the captured work synchronised with the host or used another stream without an event)");
+  }
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);  // the executable graph keeps what it needs
+  check(instantiated, "cudaGraphInstantiate");
+  return exec;
+}
+
+void launch_graph(int device, void* graph, void* stream) {
+  set_device(device);
+  check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), static_cast<cudaStream_t>(stream)), "cudaGraphLaunch");
+}
+
+void destroy_graph(void* graph) {
+  if (graph != nullptr) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
+}
+
+void* copy_stream(int device) { return stream_of(device, &DeviceState::copy_stream); }
 
 }  // namespace cnn::cuda
 
@@ -332,9 +393,14 @@ Workspace cublas_workspace(int device) { unavailable(device); }
 void* cudnn_handle(int device) { unavailable(device); }
 void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
   if (dst_device.is_cuda() || src_device.is_cuda()) unavailable(dst_device.is_cuda() ? dst_device.index : src_device.index);
-  if (bytes) std::memcpy(dst, src, bytes);
+  graph_capture::copy_on_cpu(dst, src, bytes);
 }
 void copy_to_device_async(void*, const void*, size_t, void*) { unavailable(0); }
+void* capture_stream(int device) { unavailable(device); }
+void begin_capture(int device, void*) { unavailable(device); }
+void* end_capture(int device, void*, bool) { unavailable(device); }
+void launch_graph(int device, void*, void*) { unavailable(device); }
+void destroy_graph(void*) {}
 Event::Event(int device) : device_(device) { require_device(device); }
 Event::~Event() = default;
 void Event::record(void*) { require_device(device_); }

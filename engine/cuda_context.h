@@ -22,7 +22,8 @@ void set_device(int device);
 int current_device();
 
 // The stream the engine enqueues device `device`'s work on: the legacy default stream unless a
-// caller installed their own with set_stream (pass nullptr to go back to the default).
+// caller installed their own with set_stream (pass nullptr to go back to the default). For the
+// thread that captures a graph on the device, its capture stream while the capture lasts.
 void* current_stream(int device);
 void set_stream(int device, void* stream);
 void synchronize(int device);
@@ -88,6 +89,23 @@ class Event {
   int device_;
   void* event_ = nullptr;
 };
+
+// CUDA graphs (engine/graph.h). The device's capture stream: created on first use, non-blocking,
+// the stream work is captured on (the legacy default stream cannot be).
+void* capture_stream(int device);
+// Starts capturing the work the calling thread enqueues on `stream` (cudaStreamBeginCapture in
+// thread-local mode: CUDA refuses this thread's calls that could synchronise while it lasts), and
+// makes `stream` this thread's current stream of the device (other threads keep theirs) until
+// end_capture.
+void begin_capture(int device, void* stream);
+// Ends the capture on `stream` and instantiates it: the executable graph (a cudaGraphExec_t),
+// destroyed by destroy_graph. A capture that CUDA invalidated is a cnn::Error with its reason.
+// With `abandon` the capture is ended and discarded (after a failure in the captured work); the
+// result is null and nothing throws.
+void* end_capture(int device, void* stream, bool abandon = false);
+// Enqueues the executable graph on `stream`: the captured work, with its captured arguments.
+void launch_graph(int device, void* graph, void* stream);
+void destroy_graph(void* graph);
 
 // The device's copy stream: created on first use, non-blocking with respect to the legacy default
 // stream, used for host-to-device uploads only.

@@ -44,6 +44,8 @@ Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
 // In place a += b (same shape), not recorded: for gradient accumulation and optimizer updates.
 void add_(Tensor& a, const Tensor& b);
+// In place counter += 1 for an i64 scalar, on its device (no host work: a CUDA graph can replay it).
+void increment_(const Tensor& counter);
 Shape broadcast_shape(const Shape& a, const Shape& b);  // the output shape, or a cnn::Error
 
 Tensor operator+(const Tensor& a, const Tensor& b);

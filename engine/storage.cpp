@@ -2,12 +2,18 @@
 
 #include "engine/allocator.h"
 #include "engine/cuda_context.h"
+#include "engine/graph.h"
+#include "engine/graph_memory_pool.h"
 
 namespace cnn {
 
 Storage::Storage(size_t bytes, Device device, bool pinned) : bytes_(bytes), device_(device), pinned_(pinned) {
   if (device.is_cuda()) cuda::require_device(device.index);
-  allocator_ = device.is_cuda() ? &cuda_allocator(device.index) : pinned ? &pinned_allocator() : &cpu_allocator();
+  if (!pinned) graph_pool_ = graph_capture::pool_for(device);
+  allocator_ = graph_pool_                ? graph_pool_.get()
+               : device.is_cuda() ? &cuda_allocator(device.index)
+               : pinned           ? &pinned_allocator()
+                                  : &cpu_allocator();
   data_ = allocator_->allocate(bytes);
 }
 

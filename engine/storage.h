@@ -12,7 +12,8 @@ class Allocator;
 
 class Storage {
  public:
-  // Allocates `bytes` on `device` (pinned host memory when pinned and the device is the CPU).
+  // Allocates `bytes` on `device` (pinned host memory when pinned and the device is the CPU); during
+  // a graph capture of `device` on this thread, from the graph's pool (engine/graph_memory_pool.h).
   Storage(size_t bytes, Device device, bool pinned = false);
   // Borrows memory the caller owns; it is never freed here.
   static std::shared_ptr<Storage> borrow(void* data, size_t bytes, Device device);
@@ -33,6 +34,7 @@ class Storage {
   Device device_;
   bool pinned_ = false;
   Allocator* allocator_ = nullptr;  // null when borrowed
+  std::shared_ptr<Allocator> graph_pool_;  // allocated during a graph capture: that graph's pool (engine/graph.h)
 };
 
 }  // namespace cnn

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "engine/backend.h"
+#include "engine/graph.h"
 #include "engine/cuda_context.h"
 #include "engine/host_sync_check.h"
 #include "engine/ops.h"
@@ -82,7 +83,8 @@ Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
   CNN_CHECK(static_cast<int64_t>(values.size()) == shape.numel(), "Tensor::from_vector: ", values.size(),
             " values do not fill shape ", shape.str(), " (", shape.numel(), " elements)");
   Tensor t = empty(shape, dtype_of<T>());
-  if (!values.empty()) std::memcpy(t.data(), values.data(), values.size() * sizeof(T));
+  // Through the CPU copy, so that a graph capture records it as the kernels that read t.
+  graph_capture::copy_on_cpu(t.data(), graph_capture::kept(values).data(), values.size() * sizeof(T));
   return t;
 }
 template Tensor Tensor::from_vector(const std::vector<float>&, const Shape&);

@@ -1,4 +1,5 @@
-// Elementwise kernels: unary and binary ops (with broadcasting), cast, fill and random fill.
+// Elementwise kernels: unary and binary ops (with broadcasting), cast, fill and random fill, and the
+// increment of a count.
 // Each function exists in cnn::kernels::cpu (kernels/cpu) and cnn::kernels::cuda (kernels/cuda),
 // on raw contiguous buffers, with the same signature: the stream to run on (a cudaStream_t) comes
 // last, and the CPU versions ignore it (it defaults to null for direct callers). The engine calls
@@ -30,7 +31,9 @@ using Stream = void*;
   void fill(DType dt, void* y, int64_t n, double value __VA_ARGS__);                                       \
   /* y[i] = philox_element(kind, seed, stream_id, i, a, b) rounded to dt */                                \
   void random_fill(DType dt, void* y, int64_t n, RandomKind kind, uint64_t seed, uint64_t stream_id,       \
-                   double a, double b __VA_ARGS__);
+                   double a, double b __VA_ARGS__);                                                  \
+  /* counter[0] += 1 for one i64 count (BatchNorm's num_batches_tracked), on the device */              \
+  void increment_count(void* counter __VA_ARGS__);
 
 namespace cpu {
 CNN_ELEMENTWISE_KERNELS(, Stream stream = nullptr)

@@ -14,7 +14,8 @@
 // clipping coefficient) folded into grad_scale; and each slot's `step_count` (an f32 counter on the
 // device, as PyTorch's capturable optimizers keep it) counts the steps that applied, from which
 // AdamW derives its bias corrections. Without them (null), the step always applies with the
-// bias corrections the slot carries.
+// bias corrections the slot carries. `lr_from`, when set, points at the learning rate on the device
+// (read once per launch), so that a captured step can be replayed with the schedule's next rate.
 //
 // The per-element update functions below are shared by the CPU reference and the CUDA kernels.
 #pragma once
@@ -56,6 +57,7 @@ enum StepControlField : int {
 struct SgdArgs {
   float lr = 0, momentum = 0, weight_decay = 0, grad_scale = 1;
   const float* control = nullptr;  // the step's control block (null: the step applies)
+  const float* lr_from = nullptr;  // the learning rate, read on the device instead of lr (null: lr)
   bool nesterov = false;
   DType grad_dtype = DType::f32;
   DType copy_dtype = DType::f16;  // of the param_copy buffers
@@ -65,6 +67,7 @@ struct AdamWArgs {
   float lr = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0, grad_scale = 1;
   double bias_beta1 = 0.9, bias_beta2 = 0.999;  // the betas in double, for bias corrections from step_count
   const float* control = nullptr;
+  const float* lr_from = nullptr;
   DType grad_dtype = DType::f32;
   DType copy_dtype = DType::f16;
 };
@@ -78,8 +81,19 @@ CNN_HD bool control_allows(const float* control, float& grad_scale) {
   grad_scale *= control[kStepControlGradScale];
   return true;
 }
-CNN_HD bool apply_step_control(SgdArgs& a) { return control_allows(a.control, a.grad_scale); }
-CNN_HD bool apply_step_control(AdamWArgs& a) { return control_allows(a.control, a.grad_scale); }
+// The learning rate from the device when the step reads it there (a replayed graph's step, whose
+// kernel arguments were fixed at capture).
+CNN_HD void load_learning_rate(const float* lr_from, float& lr) {
+  if (lr_from != nullptr) lr = *lr_from;
+}
+CNN_HD bool apply_step_control(SgdArgs& a) {
+  load_learning_rate(a.lr_from, a.lr);
+  return control_allows(a.control, a.grad_scale);
+}
+CNN_HD bool apply_step_control(AdamWArgs& a) {
+  load_learning_rate(a.lr_from, a.lr);
+  return control_allows(a.control, a.grad_scale);
+}
 template <class Args>
 CNN_HD bool apply_step_control(Args&) {  // kernels without a control block (weight averaging)
   return true;

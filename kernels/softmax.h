@@ -23,6 +23,7 @@ struct CrossEntropyTargets {
                         bool log __VA_ARGS__);                                                             \
   /* row_loss[r] = -sum_k q[r,k] * logp[r,k]; logp ([rows, cols]) is kept for the backward. logp,   */   \
   /* row_loss, soft targets and gloss are in accumulate_dtype(dt): f64 for f64, f32 otherwise.       */   \
+  /* A label outside [0, cols): a cnn::Error on the CPU; a NaN loss on CUDA (no way to report it).   */   \
   void cross_entropy_forward(DType dt, const void* logits, CrossEntropyTargets targets, void* logp,        \
                              void* row_loss, int64_t rows, int64_t cols __VA_ARGS__);                      \
   /* glogits = (exp(logp) - q) * gloss[0] * scale, where gloss is a one-element buffer */                  \

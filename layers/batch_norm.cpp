@@ -52,8 +52,11 @@ Tensor BatchNorm2d::normalize(const Tensor& x, BatchNormActivation activation, c
     mean = mean.clone();
     var = var.clone();
   } else if (training()) {
-    const int64_t batches = count_batch();
-    if (cumulative_) momentum = 1.0 / static_cast<double>(batches);
+    if (cumulative_) momentum = 1.0 / static_cast<double>(count_batch());
+    else {
+      increment_(buffer(batches_));  // on the device: the step may be a replayed CUDA graph
+      mirrored_buffer_ = nullptr;    // count_batch's host mirror reads the count again
+    }
   }
   const auto affine = [&](const Tensor& p) { return p.dtype() == statistics ? p : cast(p, statistics); };
   if (pool != nullptr)
@@ -81,6 +84,7 @@ void BatchNorm2d::reset_running_stats() {
   mirrored_buffer_ = nullptr;  // the host mirror reads the count again
 }
 
+// The cumulative average needs n on the host for its momentum 1/n (update_bn, eager by nature).
 int64_t BatchNorm2d::count_batch() {
   Tensor count = buffer(batches_);
   if (count.device().is_cpu()) return ++count.data_as<int64_t>()[0];

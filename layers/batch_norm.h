@@ -56,7 +56,7 @@ class BatchNorm2d : public Module {
   Tensor compute(const Tensor& x) override;
 
  private:
-  int64_t count_batch();  // returns the new count
+  int64_t count_batch();  // with the cumulative average: counts the batch, returns the new count
   // forward_fused (or, with `pool`, forward_fused_max_pool) without its span.
   Tensor normalize(const Tensor& x, BatchNormActivation activation, const Tensor& residual,
                    const Pool2dOptions* pool = nullptr);

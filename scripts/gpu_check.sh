@@ -4,8 +4,8 @@
 # keeps what was done. Budget (seconds): build 240 with all cores; gpu tests 90, again with
 # NVIDIA_TF32_OVERRIDE=0 for the f32 conv/GEMM agreement 30; compute-sanitizer memcheck on a subset
 # 45; bench_conv ResNet-50 at batch 256 in f16 and bf16, 25 each; bench_kernels 25; bench_train
-# ResNet-50 batch 256 in bf16 and fp16, 40 each; a 30-second cnn_train run on Fashion-MNIST 45;
-# bench_allreduce 20. Logs go to $OUT when it is set (else build-gpu/logs).
+# ResNet-50 batch 256 in bf16 and fp16, eager and as graph replays, 30 each; a 30-second cnn_train
+# run on Fashion-MNIST 45; bench_allreduce 20. Logs go to $OUT when it is set (else build-gpu/logs).
 #
 # Packages: the build needs doctest-dev, libopenblas-dev and zlib1g-dev (libopenblas-openmp-dev is
 # preferred for the CPU backend; without it CMake warns and uses the default OpenBLAS). On a machine
@@ -74,12 +74,16 @@ timeout 25 ./$build/bench/bench_kernels --device cuda --json "$logs/bench_kernel
 rc=$?
 note "bench_kernels (ResNet-50 shapes, batch 256): rc $rc (GB/s and % of peak in bench_kernels.log)"
 record bench_kernels $rc
+# Each precision eagerly and with the step replayed as a CUDA graph ([train] cuda_graphs).
 for precision in bf16 fp16; do
-  timeout 40 ./$build/bench/bench_train --device cuda --model resnet50 --batch 256 --precision $precision --steps 10 \
-    --warmup 5 --workers 8 --json "$logs/bench_train_resnet50_$precision.json" >"$logs/bench_train_$precision.log" 2>&1
-  rc=$?
-  note "bench_train (resnet50, batch 256, $precision): rc $rc $(head -1 "$logs/bench_train_$precision.log")"
-  record "bench_train_$precision" $rc
+  for graphs in "" --cuda-graphs; do
+    name="bench_train_$precision${graphs:+_graphs}"
+    timeout 30 ./$build/bench/bench_train --device cuda --model resnet50 --batch 256 --precision $precision --steps 10 \
+      --warmup 5 --workers 8 $graphs --json "$logs/${name}_resnet50.json" >"$logs/$name.log" 2>&1
+    rc=$?
+    note "bench_train (resnet50, batch 256, $precision${graphs:+, graph replays}): rc $rc $(head -1 "$logs/$name.log")"
+    record "$name" $rc
+  done
 done
 # A real run: cnn_train on Fashion-MNIST on the GPU for about 30 seconds.
 timeout 45 ./$build/apps/cnn_train configs/fashion_mnist.ini --set train.device=cuda --set train.max_steps=600 \

@@ -32,6 +32,8 @@ class ProfileWindow {
   // the steps it holds; nullopt when there is none or it holds no step.
   std::optional<profiler::Recording> run_ends();
 
+  // Whether the current step is being recorded.
+  bool recording() const { return recording_; }
   int64_t steps_recorded() const { return recorded_; }
   int64_t steps_wanted() const { return steps_; }
   // The first profiled step, counted from 1 at this run's first step.

@@ -201,7 +201,8 @@ TrainSettings from_config(const Config& config, const distributed::World& world)
                    .accumulate = config.integer("train.accumulate"),
                    .accumulate_origin = config.origin("train.accumulate"),
                    .eval_every = config.integer("train.eval_every"),
-                   .memory_check = config.boolean("train.memory_check")};
+                   .memory_check = config.boolean("train.memory_check"),
+                   .graphs = config.boolean("train.cuda_graphs")};
   settings.checkpoint = {.every_epochs = config.integer("checkpoint.every_epochs"),
                          .every_steps = config.integer("checkpoint.every_steps"),
                          .save_best = config.boolean("checkpoint.save_best"),

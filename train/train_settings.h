@@ -135,6 +135,7 @@ struct LoopSettings {
   std::string accumulate_origin;  // where train.accumulate was set, for messages
   int64_t eval_every = 1;
   bool memory_check = true;  // refuse a step estimated not to fit (train/memory_estimate.h)
+  bool graphs = false;       // train.cuda_graphs: the step captured and replayed (train/step_graph.h)
 };
 
 // [checkpoint] (resume aside: RunSettings).

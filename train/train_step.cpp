@@ -60,7 +60,7 @@ Tensor forward_backward(Learner& learner, const MicroBatch& batch, const TrainSe
 }
 
 void optimizer_step(Learner& learner, int64_t step, double clip_grad_norm, const GradientHook& on_gradients,
-                    DataParallel& data_parallel) {
+                    DataParallel& data_parallel, const Tensor& group_lrs) {
   data_parallel.finish_gradients();  // data-parallel: wait for the buckets, the averages into .grad
   const std::vector<Tensor> gradients = learner.optimizer->gradients();
   if (on_gradients) on_gradients(step, gradients);  // the gradients are final here
@@ -73,7 +73,10 @@ void optimizer_step(Learner& learner, int64_t step, double clip_grad_norm, const
   }
   {
     const profiler::Scope span("optimizer step", profiler::Category::phase, device);
-    learner.optimizer->step(learner.schedule.lr(step), 1.0, learner.scaler.control());  // gated by the verdict
+    if (group_lrs.defined())
+      learner.optimizer->step(group_lrs, 1.0, learner.scaler.control());  // gated by the verdict
+    else
+      learner.optimizer->step(learner.schedule.lr(step), 1.0, learner.scaler.control());
     learner.optimizer->zero_grad();
   }
 }

@@ -43,7 +43,9 @@ Tensor forward_backward(Learner& learner, const MicroBatch& batch, const TrainSe
 // unless the gradients hold inf/nan; the gradients are zeroed either way. The verdict is made and
 // obeyed on the device (train/loss_scaler.h): nothing here waits for it. learner.scaler.read()
 // tells what happened.
+// With group_lrs (f32, one per parameter group, on the device), the update reads its learning rates
+// there instead of the schedule's lr(step) on the host: a captured step (train/step_graph.h).
 void optimizer_step(Learner& learner, int64_t step, double clip_grad_norm, const GradientHook& on_gradients,
-                    DataParallel& data_parallel);
+                    DataParallel& data_parallel, const Tensor& group_lrs = Tensor());
 
 }  // namespace cnn::train

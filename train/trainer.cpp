@@ -14,6 +14,7 @@
 #include <optional>
 #include <sstream>
 
+#include "engine/byte_size.h"
 #include "engine/cnn.h"
 #include "engine/profiler.h"
 #include "layers/weights.h"
@@ -33,6 +34,7 @@
 #include "train/resume.h"
 #include "train/run_folder.h"
 #include "train/run_log.h"
+#include "train/step_graph.h"
 #include "train/train_settings.h"
 #include "train/train_step.h"
 #include "train/training_data.h"
@@ -101,6 +103,7 @@ class Trainer {
         first_epoch_(progress.epochs_done), guard_(log, folder.last_checkpoint(), settings.precision.fp16()),
         pictures_(settings, folder.dir, metrics.events(), data.class_names, settings.log.images && data_parallel.world().is_main()) {
     summary_.run_dir = folder.dir;
+    if (settings.loop.graphs) start_step_graph();
     last_readout_ = learner.scaler.read();
     guard_.resume_from(last_readout_);
     if (progress.step > 0 && progress.world_size != world_size_) {
@@ -125,6 +128,11 @@ class Trainer {
   // The resolved config of the run (--set overrides included): what a resume should be given.
   std::string config_path() const { return (folder_.dir / "config.ini").string(); }
   void after_step(EpochProgress& epoch);
+  // [train] cuda_graphs: the captured step, unless the run cannot have one (the log says why).
+  void start_step_graph();
+  // Whether this step replays the captured step (capturing it first when needed); a capture that
+  // fails ends the graphs for the run, with the reason in the log.
+  bool step_on_graph(const MicroBatch& batch, bool hooked);
   // Reads the step's verdicts back from the device (train/loss_scaler.h) into last_readout_ and
   // the divergence guard: after every step on the CPU (free), at logged steps, step checkpoints and
   // epoch ends on a GPU (a synchronisation, so not in every step).
@@ -177,6 +185,8 @@ class Trainer {
   double validation_seconds_ = 0;
   int64_t images_ = 0;
   bool swa_finished_ = false;  // the SWA average has its BatchNorm statistics (finish_swa)
+  std::unique_ptr<StepGraph> step_graph_;  // [train] cuda_graphs
+  int64_t eager_steps_ = 0;  // steps of this process run eagerly (the graph waits for kGraphWarmupSteps)
 };
 }  // namespace
 
@@ -384,7 +394,15 @@ EpochProgress Trainer::train_epoch(int64_t epoch) {
     const bool last_of_step = (this_epoch.micro_batches + 1) % accumulate == 0;
     const MicroBatch micro_batch = micro_batch_on_device(*batch, this_epoch, last_of_step);
     pictures_.first_batch(micro_batch, progress_.step);  // the run's first batch only
-    const Tensor loss = forward_backward(learner_, micro_batch, settings_);
+    GradientHook on_gradients = options_.on_gradients;
+    if (this_epoch.micro_batches + 1 == accumulate && pictures_.histograms_due(epoch))  // the epoch's first step
+      on_gradients = [&](int64_t step, const std::vector<Tensor>& gradients) {
+        pictures_.histograms(*learner_.model, learner_.scaler.scale(), step);
+        if (options_.on_gradients) options_.on_gradients(step, gradients);
+      };
+    const bool on_graph = step_on_graph(micro_batch, static_cast<bool>(on_gradients));
+    const Tensor loss =
+        on_graph ? step_graph_->replay(micro_batch, progress_.step) : forward_backward(learner_, micro_batch, settings_);
     {
       NoGrad no_grad;
       add_(this_epoch.loss_sum, loss);
@@ -393,13 +411,10 @@ EpochProgress Trainer::train_epoch(int64_t epoch) {
     this_epoch.images += batch->size();
     if (++this_epoch.micro_batches % accumulate != 0) continue;
 
-    GradientHook on_gradients = options_.on_gradients;
-    if (this_epoch.micro_batches == accumulate && pictures_.histograms_due(epoch))  // the epoch's first step
-      on_gradients = [&](int64_t step, const std::vector<Tensor>& gradients) {
-        pictures_.histograms(*learner_.model, learner_.scaler.scale(), step);
-        if (options_.on_gradients) options_.on_gradients(step, gradients);
-      };
-    optimizer_step(learner_, progress_.step, optim.clip_grad_norm, on_gradients, data_parallel_);
+    if (!on_graph) {
+      optimizer_step(learner_, progress_.step, optim.clip_grad_norm, on_gradients, data_parallel_);
+      ++eager_steps_;
+    }
     ++progress_.step;
     if (device.is_cpu()) read_verdicts();
     if (learner_.ema) learner_.ema->after_step(*learner_.model, progress_.step);
@@ -415,6 +430,45 @@ EpochProgress Trainer::train_epoch(int64_t epoch) {
     }
   }
   return this_epoch;
+}
+
+// PyTorch's recipe warms up with a few eager steps before a capture: an optimizer creates its state
+// and cuDNN measures its algorithms in the first step, neither of which a replay may repeat.
+constexpr int64_t kGraphWarmupSteps = 3;
+
+void Trainer::start_step_graph() {
+  const std::string obstacle = step_graph_obstacle(settings_, learner_, world_size_);
+  if (!obstacle.empty()) {
+    log_.warn("[train] cuda_graphs: the training step cannot be captured, it runs eagerly: " + obstacle);
+    return;
+  }
+  step_graph_ = std::make_unique<StepGraph>(learner_, settings_, data_parallel_);
+  log_.info(std::string("[train] cuda_graphs: the training step is captured after ") + std::to_string(kGraphWarmupSteps) +
+            " eager steps and replayed" +
+            (settings_.compute.device.is_cpu() ? " (on the CPU: its recorded kernel calls, CUDA graphs' emulation)" : ""));
+}
+
+bool Trainer::step_on_graph(const MicroBatch& batch, bool hooked) {
+  // Eager instead: the warm-up, a hook that reads the gradients, a profiled step (a replay has no
+  // per-op spans), and a batch of other shapes (an epoch's last).
+  if (!step_graph_ || eager_steps_ < kGraphWarmupSteps || hooked || profile_.recording() || !step_graph_->fits(batch))
+    return false;
+  const int64_t captures = step_graph_->captures();
+  try {
+    if (!step_graph_->prepare(batch, progress_.step)) return false;  // the learner changed: eager, then again
+  } catch (const Error& e) {
+    log_.warn(std::string("[train] cuda_graphs: the training step could not be captured, it runs eagerly from now "
+                          "on: ") + e.what());
+    step_graph_.reset();
+    return false;
+  }
+  if (step_graph_->captures() != captures) {
+    const AllocatorStats memory = step_graph_->memory();
+    log_.info("[train] cuda_graphs: captured the training step at step " + std::to_string(progress_.step + 1) +
+              (step_graph_->recapture_reason().empty() ? "" : " again: " + step_graph_->recapture_reason()) + " (" +
+              format_bytes(static_cast<double>(memory.reserved)) + " held by its tensors)");
+  }
+  return true;
 }
 
 void Trainer::read_verdicts() {

@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "engine/backend.h"
+#include "engine/graph.h"
 #include "engine/tape.h"
 #include "kernels/weight_average.h"
 #include "train/eval_support.h"
@@ -57,7 +58,7 @@ void WeightAverage::update(const Module& model, double weight) {
     s.state1 = static_cast<float*>(tensors_[i].second.data());
   }
   if (table.slots.empty()) return;
-  CNN_KERNEL(device_, weight_average, table.slots.data(), static_cast<int>(table.slots.size()), table.total,
+  CNN_KERNEL(device_, weight_average, graph_capture::kept(table.slots).data(), static_cast<int>(table.slots.size()), table.total,
              kernels::WeightAverageArgs{static_cast<float>(weight)});
 }
 

@@ -129,6 +129,12 @@ void add_(Tensor& a, const Tensor& b) {
   CNN_KERNEL(a.device(), binary_forward, BinaryOp::add, a.dtype(), a.data(), same, b.data(), same, a.data(), a.numel());
 }
 
+void increment_(const Tensor& counter) {
+  CNN_CHECK(counter.dtype() == DType::i64 && counter.numel() == 1, "increment_: needs one i64 count, got ",
+            describe(counter));
+  CNN_KERNEL(counter.device(), increment_count, counter.data());
+}
+
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }

@@ -4,6 +4,7 @@
 // Backward: dx by backward-data, dW by backward-filter, db by summing dy over N, OH, OW.
 #include "engine/backend.h"
 #include "engine/cpu_convolutions.h"
+#include "engine/graph.h"
 #include "engine/cudnn_conv.h"
 #include "engine/ops.h"
 #include "engine/ops/op_checks.h"
@@ -65,7 +66,10 @@ using cudnn_conv::ConvDirection;
 void run_pass(const char* name, ConvDirection direction, const ConvGeometry& g, const Tensor& first,
               const Tensor& second, Tensor& out) {
   const profiler::Scope span(name, profiler::Category::op, first.device());
-  if (first.device().is_cpu()) run_cpu_convolution(direction, first.dtype(), g, first.data(), second.data(), out.data());
+  if (first.device().is_cpu())
+    graph_capture::run_on_cpu([direction, dt = first.dtype(), g, a = first.data(), b = second.data(), y = out.data()] {
+      run_cpu_convolution(direction, dt, g, a, b, y);
+    });
   else cudnn_conv::run(direction, first.dtype(), g, first.device(), first.data(), second.data(), out.data());
 }
 

@@ -112,6 +112,8 @@ void fill(DType dt, void* y, int64_t n, double value, Stream) {
   for (int64_t i = 0; i < n; ++i) store_from_double(dt, y, i, value);
 }
 
+void increment_count(void* counter, Stream) { ++*static_cast<int64_t*>(counter); }
+
 void random_fill(DType dt, void* y, int64_t n, RandomKind kind, uint64_t seed, uint64_t stream_id, double a,
                  double b, Stream) {
 #pragma omp parallel for schedule(static) if (n > 4096)

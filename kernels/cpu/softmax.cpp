@@ -6,6 +6,7 @@
 
 #include "kernels/common/cross_entropy_math.h"
 #include "kernels/common/dispatch.h"
+#include "kernels/common/error.h"
 #include "kernels/common/half.h"
 #include "kernels/common/softmax_math.h"
 
@@ -54,6 +55,10 @@ void softmax_backward(DType dt, const void* y, const void* gy, void* gx, int64_t
 
 void cross_entropy_forward(DType dt, const void* logits, CrossEntropyTargets targets, void* logp_out,
                            void* row_loss_out, int64_t rows, int64_t cols, Stream) {
+  if (targets.labels != nullptr)
+    for (int64_t r = 0; r < rows; ++r)
+      CNN_CHECK(targets.labels[r] >= 0 && targets.labels[r] < cols, "cross_entropy: label ", targets.labels[r], " of row ",
+                r, " is outside [0, ", cols, ") for ", cols, " classes; check num_classes against the dataset's labels");
   dispatch_floating(dt, "cross_entropy_forward", [&](auto tag) {
     using T = decltype(tag);
     using A = compute_t<T>;

@@ -60,6 +60,9 @@ __global__ void random_fill_kernel(DType dt, void* y, int64_t n, RandomKind kind
   for (int64_t i = CNN_GLOBAL_INDEX; i < n; i += CNN_GRID_STRIDE)
     store_from_double(dt, y, i, philox_element(kind, seed, stream_id, static_cast<uint64_t>(i), a, b));
 }
+__global__ void increment_count_kernel(int64_t* counter) {
+  if (CNN_GLOBAL_INDEX == 0) ++*counter;
+}
 }  // namespace
 
 void unary_forward(UnaryOp op, DType dt, const void* x, void* y, int64_t n, double p0, double p1, Stream stream) {
@@ -116,6 +119,10 @@ void random_fill(DType dt, void* y, int64_t n, RandomKind kind, uint64_t seed, u
                  Stream stream) {
   if (n == 0) return;
   CNN_LAUNCH(random_fill_kernel, grid_for(n, kThreads), kThreads, stream, dt, y, n, kind, seed, stream_id, a, b);
+}
+
+void increment_count(void* counter, Stream stream) {
+  CNN_LAUNCH(increment_count_kernel, 1, 1, stream, static_cast<int64_t*>(counter));
 }
 
 }  // namespace cnn::kernels::cuda

@@ -305,6 +305,37 @@ TEST_CASE("out of memory: the cache is given back and the request retried, else 
   alloc.deallocate(c, 0);
 }
 
+TEST_CASE("during a graph capture: no event is looked at, no memory goes back, and out of memory says why") {
+  // cudaEventQuery and cudaFree are illegal while CUDA captures a graph.
+  FakeSystem sys;
+  sys.limit = 64 * MiB;
+  CachingAllocator alloc = sys.make();
+  int compute = 0, communication = 0;
+  sys.stream = &compute;
+  void* p = alloc.allocate(64 * KiB);
+  alloc.record_stream(p, &communication);
+  alloc.deallocate(p, 0);
+  void* cached = alloc.allocate(40 * MiB);
+  alloc.deallocate(cached, 0);
+  sys.events[0]->done = true;  // its work has run, but the capture must not ask
+
+  alloc.capture_begins();
+  void* q = alloc.allocate(64 * KiB);
+  CHECK(q != p);                        // the pending block was not looked at
+  CHECK(sys.destroyed_events == 0);
+  CHECK_THROWS_WITH_AS(alloc.empty_cache(), doctest::Contains("during a CUDA graph capture"), Error);
+  // Outside a capture the cached 40 MiB would go back to make room for 50 MiB; here it cannot.
+  CHECK_THROWS_WITH_AS((void)alloc.allocate(50 * MiB), doctest::Contains("during a CUDA graph capture"), OutOfMemoryError);
+  CHECK(sys.frees == 0);  // the cache was not given back
+  alloc.capture_ends();
+
+  void* r = alloc.allocate(64 * KiB);  // now the pending block is seen to be free
+  CHECK(sys.destroyed_events == 1);
+  void* big = alloc.allocate(50 * MiB);  // and the cache can be given back
+  CHECK(sys.frees == 1);
+  for (void* block : {r, q, big}) alloc.deallocate(block, 0);
+}
+
 TEST_CASE("stream workspaces: one per stream, and the allocator is called with no lock held") {
   FakeSystem sys;
   CachingAllocator inner = sys.make();

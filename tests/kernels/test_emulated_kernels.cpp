@@ -105,6 +105,17 @@ CNN_EMULATED_TEST_CASE("cast, fill and random fill match the CPU bit for bit", "
   }
 }
 
+TEST_CASE("the count increment adds one, whatever the count") {
+  for (int64_t start : {int64_t{0}, int64_t{41}, (int64_t{1} << 40) + 7}) {
+    int64_t on_cpu = start, emulated = start;
+    cpu::increment_count(&on_cpu);
+    emu::increment_count(&emulated, nullptr);
+    emu::increment_count(&emulated, nullptr);
+    CHECK(on_cpu == start + 1);
+    CHECK(emulated == start + 2);
+  }
+}
+
 // sum and mean over axes, and global average pooling (a mean over H and W). Column sums over NHWC
 // (outer 1, mid N*H*W, inner C) and long rows reduce in two stages: per-split partial sums in a
 // workspace (poisoned with NaN here, so a partial that is read but never written fails), then a

@@ -117,8 +117,9 @@ TEST_CASE("multi-tensor AdamW: every gradient dtype matches the CPU bit for bit"
 // The step governed from the device (kernels/optimizer.h): a control block that says "skip" leaves
 // every weight, state and step count as it was; one that says "apply" multiplies the gradients by
 // its coefficient; each tensor's step count advances after an applied step, and AdamW's bias
-// corrections come from it as the host computed them. Both backends, bit for bit.
-TEST_CASE("multi-tensor optimizers: the device's control block gates the step and scales its gradients") {
+// corrections come from it as the host computed them; the learning rate is read from the device.
+// Both backends, bit for bit.
+TEST_CASE("multi-tensor optimizers: the device's control block gates the step and scales its gradients, at the device's learning rate") {
   for (bool adamw : {false, true}) {
     INFO((adamw ? "AdamW" : "SGD"));
     Group on_cpu(DType::f32, DType::f16, true, true), emulated(DType::f32, DType::f16, true, true),
@@ -132,18 +133,22 @@ TEST_CASE("multi-tensor optimizers: the device's control block gates the step an
       host_governed.slots[t].bias_correction2 = static_cast<float>(1.0 - std::pow(0.999, 5.0));
     }
     float control[kStepControlFields] = {1.f, 0, 0, 0, 0.f /* skip */, 0.25f, 0, 0};
+    // The learning rates are read "on the device" (lr_from); the lr arguments are decoys.
+    const float adamw_lr = 1e-3f, sgd_lr = 0.05f;
     const auto run = [&](Group& g, bool on_emulation, const float* block) {
       const int n = static_cast<int>(g.slots.size());
       if (adamw) {
         AdamWArgs a;
-        a.lr = 1e-3f;
+        a.lr = 7.f;
+        a.lr_from = &adamw_lr;
         a.grad_scale = 0.5f;
         a.control = block;
         if (on_emulation) cuda::optimizer_step(g.slots.data(), n, g.total, a, nullptr);
         else cpu::optimizer_step(g.slots.data(), n, g.total, a);
       } else {
         SgdArgs a;
-        a.lr = 0.05f;
+        a.lr = 7.f;
+        a.lr_from = &sgd_lr;
         a.momentum = 0.9f;
         a.grad_scale = 0.5f;
         a.control = block;
@@ -165,7 +170,8 @@ TEST_CASE("multi-tensor optimizers: the device's control block gates the step an
     expect_same(emulated, on_cpu);
     CHECK(cpu_steps == std::vector<float>(kSizes.size(), 5.f));
     CHECK(emu_steps == std::vector<float>(kSizes.size(), 5.f));
-    // The same update governed by the host: grad_scale 0.5 * 0.25, bias corrections given.
+    // The same update governed by the host: grad_scale 0.5 * 0.25, bias corrections and learning
+    // rate given.
     const int n = static_cast<int>(host_governed.slots.size());
     if (adamw) {
       AdamWArgs a;

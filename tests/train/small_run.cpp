@@ -4,9 +4,13 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
+#include <map>
+#include <sstream>
 
 #include "engine/cnn.h"
+#include "engine/io/safetensors.h"
 #include "train/config/config.h"
 #include "train/distributed/data_parallel.h"
 #include "train/learner.h"
@@ -96,6 +100,47 @@ void check_steps_never_wait_for_the_device(const std::vector<std::string>& overr
   const ScalerReadout after = learner.scaler.read();
   CHECK(after.last_norm > 0);
   CHECK(learner.optimizer->steps_of(learner.model->named_parameters()[0].name) == 3 - after.skipped_steps);
+}
+
+std::string read_text_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+namespace {
+// Every tensor of the exported weights (parameters and buffers), as raw bytes by name.
+std::map<std::string, std::vector<char>> weight_bytes(const std::filesystem::path& path) {
+  std::map<std::string, std::vector<char>> out;
+  for (const auto& [name, t] : io::load_safetensors(path).tensors) {
+    const char* p = static_cast<const char*>(t.data());
+    out[name] = std::vector<char>(p, p + t.nbytes());
+  }
+  return out;
+}
+}  // namespace
+
+std::string check_graphs_train_as_eager(SmallRun& run, std::vector<std::string> overrides) {
+  run.opts.record_step_losses = true;
+  overrides.insert(overrides.begin(), {"model.dropout=0", "data.drop_last=false"});
+  overrides.push_back("run.name=eager");
+  const TrainSummary eager = run_training(Config::parse(run.text, "test.ini", overrides), run.opts);
+  overrides.back() = "run.name=graphs";
+  overrides.push_back("train.cuda_graphs=true");
+  const TrainSummary graphs = run_training(Config::parse(run.text, "test.ini", overrides), run.opts);
+  REQUIRE(eager.step_losses.size() == graphs.step_losses.size());
+  CHECK(std::memcmp(eager.step_losses.data(), graphs.step_losses.data(), eager.step_losses.size() * sizeof(double)) == 0);
+  CHECK(eager.last_top1 == graphs.last_top1);
+  CHECK(eager.last_val_loss == graphs.last_val_loss);
+  const auto want = weight_bytes(eager.run_dir / "model.safetensors");
+  const auto got = weight_bytes(graphs.run_dir / "model.safetensors");
+  REQUIRE(want.size() == got.size());
+  for (const auto& [name, bytes] : want) {
+    INFO(name);
+    CHECK(got.at(name) == bytes);
+  }
+  return read_text_file(graphs.run_dir / "train.log");
 }
 
 }  // namespace cnn::train::testing

@@ -133,6 +133,9 @@ std::vector<KeySpec> build_schema() {
       integer("train", "max_steps", "0", between(0, 1e12), "stop after this many optimizer steps (0: no limit)"),
       integer("train", "accumulate", "1", between(1, 1024), "batches whose gradients are summed per optimizer step"),
       choice("train", "checkpointing", "none", {"none", "blocks"}, "gradient checkpointing: recompute each block's activations in backward"),
+      boolean("train", "cuda_graphs", "false",
+              "capture the training step as a CUDA graph after 3 eager steps and replay it (on the CPU: its kernel "
+              "calls); steps that cannot be captured run eagerly, with the reason in the log"),
       boolean("train", "memory_check", "true", "refuse a batch size whose estimated step memory exceeds the memory available (false: try anyway)"),
       {"train", "device", KeyType::device, "cuda", {}, {}, "where to train: cpu, cuda (device 0) or cuda:N"},
       integer("train", "seed", "0", between(0, 4294967295.0), "seed of initialisation, shuffling, augmentation and dropout"),

@@ -2,6 +2,7 @@
 #include "train/optim/multi_tensor.h"
 
 #include "engine/backend.h"
+#include "engine/graph.h"
 
 namespace cnn::train {
 
@@ -17,7 +18,7 @@ namespace {
 template <class Args>
 void run_kernel(const SlotTable& table, const Args& args) {
   if (table.slots.empty()) return;
-  CNN_KERNEL(table.device, optimizer_step, table.slots.data(), static_cast<int>(table.slots.size()), table.total, args);
+  CNN_KERNEL(table.device, optimizer_step, graph_capture::kept(table.slots).data(), static_cast<int>(table.slots.size()), table.total, args);
 }
 }  // namespace
 

@@ -19,8 +19,27 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)
     }
 }
 
+std::vector<float> Optimizer::group_learning_rates(double lr) const {
+  std::vector<float> lrs;
+  for (const ParamGroup& group : groups_) lrs.push_back(static_cast<float>(lr * group.lr_mult));
+  return lrs;
+}
+
 void Optimizer::step(double lr, double grad_scale, const Tensor& control) {
-  for (const ParamGroup& group : groups_) {
+  step_groups(group_learning_rates(lr), Tensor(), grad_scale, control);
+}
+
+void Optimizer::step(const Tensor& group_lrs, double grad_scale, const Tensor& control) {
+  CNN_CHECK(group_lrs.dtype() == DType::f32 && group_lrs.shape() == Shape{static_cast<int64_t>(groups_.size())},
+            "optimizer: the learning rates on the device must be f32 [", groups_.size(), "] (one per group), got ",
+            describe(group_lrs));
+  step_groups(std::vector<float>(groups_.size(), 0.f), group_lrs, grad_scale, control);
+}
+
+void Optimizer::step_groups(const std::vector<float>& lrs, const Tensor& group_lrs, double grad_scale,
+                            const Tensor& control) {
+  for (size_t group_index = 0; group_index < groups_.size(); ++group_index) {
+    const ParamGroup& group = groups_[group_index];
     // one table per (device type, device index, grad dtype, copy dtype)
     std::map<std::tuple<int, int, int, int>, SlotTable> tables;
     for (const auto& [name, p] : group.params) {
@@ -48,10 +67,33 @@ void Optimizer::step(double lr, double grad_scale, const Tensor& control) {
       slot.param_copy = st.copy.defined() ? st.copy.data() : nullptr;
       slot.step_count = st.steps.data_as<float>();
     }
-    for (auto& [key, table] : tables)
-      update(table, {lr * group.lr_mult, group.weight_decay, grad_scale, static_cast<DType>(std::get<2>(key)),
-                     static_cast<DType>(std::get<3>(key)), control.defined() ? control.data_as<float>() : nullptr});
+    for (auto& [key, table] : tables) {
+      CNN_CHECK(!group_lrs.defined() || group_lrs.device() == table.device, "optimizer: the learning rates are on ",
+                group_lrs.device().str(), " but group ", group_index, "'s parameters on ", table.device.str());
+      update(table, {lrs[group_index], group.weight_decay, grad_scale, static_cast<DType>(std::get<2>(key)),
+                     static_cast<DType>(std::get<3>(key)), control.defined() ? control.data_as<float>() : nullptr,
+                     group_lrs.defined() ? group_lrs.data_as<float>() + group_index : nullptr});
+    }
   }
+}
+
+std::vector<const void*> Optimizer::memory_used() const {
+  static const char frozen_mark = 0;
+  const auto data_of = [](const Tensor& t) -> const void* { return t.defined() ? t.data() : nullptr; };
+  std::vector<const void*> used;
+  for (const ParamGroup& group : groups_)
+    for (const auto& [name, p] : group.params) {
+      used.push_back(data_of(p));
+      used.push_back(is_frozen(name) ? &frozen_mark : nullptr);
+      const auto st = state_.find(name);
+      if (st == state_.end()) {
+        used.insert(used.end(), 4, nullptr);
+        continue;
+      }
+      for (const Tensor* t : {&st->second.state1, &st->second.state2, &st->second.steps, &st->second.copy})
+        used.push_back(data_of(*t));
+    }
+  return used;
 }
 
 void Optimizer::zero_grad() {

@@ -36,6 +36,12 @@ class Optimizer {
   // block `control` when it is given (kernels/optimizer.h: skipped, or gradients times its
   // coefficient).
   void step(double lr, double grad_scale = 1.0, const Tensor& control = Tensor());
+  // The same update with each group's learning rate read on the device from group_lrs (f32
+  // [groups().size()] on the parameters' device), as a replayed CUDA graph needs: write
+  // group_learning_rates(lr) there before each replay. The same bits as step(lr, ...).
+  void step(const Tensor& group_lrs, double grad_scale, const Tensor& control);
+  // Each group's learning rate for the schedule's lr: lr * lr_mult, as the kernels take it (f32).
+  std::vector<float> group_learning_rates(double lr) const;
   // Drops every parameter's gradient.
   void zero_grad();
 
@@ -50,6 +56,20 @@ class Optimizer {
   // Trainable (unfrozen) parameters' gradients, for unscaling and clipping.
   std::vector<Tensor> gradients() const;
   const std::vector<ParamGroup>& groups() const { return groups_; }
+  // The memory a step reads and writes, besides gradients: each parameter's weights, state, step
+  // count and low-precision copy (null where there is none), and whether it is frozen. A captured
+  // step (train/step_graph.h) is valid only while this stays the same.
+  std::vector<const void*> memory_used() const;
+  // Each parameter's state tensors (handles, not copies of the values).
+  struct ParamState {
+    Tensor state1, state2;  // SGD: momentum buffer; AdamW: exp_avg, exp_avg_sq
+    Tensor steps;           // 0-d f32 on the parameter's device: steps applied (kernels count them)
+    Tensor copy;
+  };
+  // The state as it is, and putting it back: a failed capture of the step (train/step_graph.h)
+  // undoes the state it made but never filled.
+  std::map<std::string, ParamState> state_handles() const { return state_; }
+  void restore_state_handles(std::map<std::string, ParamState> handles) { state_ = std::move(handles); }
   // Steps taken by a parameter (0 before its first; read from its device).
   int64_t steps_of(const std::string& name) const;
 
@@ -59,11 +79,6 @@ class Optimizer {
   void load_state(const io::NamedTensors& state);
 
  protected:
-  struct ParamState {
-    Tensor state1, state2;  // SGD: momentum buffer; AdamW: exp_avg, exp_avg_sq
-    Tensor steps;           // 0-d f32 on the parameter's device: steps applied (kernels count them)
-    Tensor copy;
-  };
   // Names of the state tensors, e.g. {"momentum_buffer"} or {"exp_avg", "exp_avg_sq"}.
   virtual std::vector<std::string> state_names() const = 0;
   // Whether a parameter needs state1 (SGD without momentum does not).
@@ -73,6 +88,7 @@ class Optimizer {
     double lr, weight_decay, grad_scale;
     DType grad_dtype, copy_dtype;
     const float* control;  // the step's control block, or null
+    const float* lr_from;  // the learning rate on the device (instead of lr), or null
     // The kernel arguments these fill (SgdArgs or AdamWArgs), the rest left at their defaults.
     template <class Args>
     Args kernel_args() const {
@@ -83,6 +99,7 @@ class Optimizer {
       a.grad_dtype = grad_dtype;
       a.copy_dtype = copy_dtype;
       a.control = control;
+      a.lr_from = lr_from;
       return a;
     }
   };
@@ -91,6 +108,9 @@ class Optimizer {
   virtual void update(SlotTable& table, const GroupUpdate& u) = 0;
 
  private:
+  // Both steps: group g's learning rate is lrs[g], or the f32 at group_lrs[g] on the device.
+  void step_groups(const std::vector<float>& lrs, const Tensor& group_lrs, double grad_scale, const Tensor& control);
+
   std::vector<ParamGroup> groups_;
   std::map<std::string, ParamState> state_;
   std::set<std::string> frozen_;

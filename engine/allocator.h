@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/byte_size.h"
 #include "engine/error.h"
 
 namespace cnn {
@@ -49,6 +50,29 @@ class OutOfMemoryError : public Error {
  public:
   using Error::Error;
 };
+
+// Runs `call` (a kernel backed by cuBLAS or cuDNN). When the library could not allocate device
+// memory of its own (LibraryOutOfMemory), the memory cached by the allocator that `allocator()`
+// returns goes back to the system and `call` runs once more, as the allocator itself does for its
+// own requests; a second failure is an OutOfMemoryError with the allocator's figures and what to try.
+template <class GetAllocator, class Call>
+void run_with_library_memory_retry(GetAllocator&& allocator, Call&& call) {
+  try {
+    call();
+    return;
+  } catch (const LibraryOutOfMemory&) {
+    allocator().empty_cache();
+  }
+  try {
+    call();
+  } catch (const LibraryOutOfMemory& again) {
+    const AllocatorStats stats = allocator().stats();
+    throw OutOfMemoryError(detail::concat(
+        again.what(), "; again after the engine's cache was given back (", format_bytes(double(stats.in_use)),
+        " in use by tensors, ", format_bytes(double(stats.reserved)), " reserved). Try a smaller [data] batch_size, "
+        "[precision] mode = bf16 or fp16, or [train] checkpointing = blocks"));
+  }
+}
 
 // The system underneath a caching allocator: memory, the calling thread's stream, and events on
 // streams. CUDA's in cuda_context.cpp; tests use fakes, so the policy runs without a GPU.

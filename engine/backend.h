@@ -67,12 +67,16 @@ namespace cnn::detail {
 
 #if CNN_WITH_CUDA
 // A failure inside the CUDA kernel (a launch error, a library status) is re-thrown naming the
-// kernel and the device; out of memory passes unchanged (its message already says what to do).
+// kernel and the device; out of memory passes unchanged (its message already says what to do). A
+// library that could not allocate memory of its own gets a second try after the device's cache
+// was given back (run_with_library_memory_retry).
 #define CNN_KERNEL_ON_CUDA_(index, name, ...)                                           \
   do {                                                                                  \
     try {                                                                               \
       ::cnn::cuda::set_device(index);                                                   \
-      ::cnn::kernels::cuda::name(__VA_ARGS__, ::cnn::cuda::current_stream(index));     \
+      ::cnn::run_with_library_memory_retry([&]() -> ::cnn::Allocator& { return ::cnn::cuda_allocator(index); }, [&] { \
+        ::cnn::kernels::cuda::name(__VA_ARGS__, ::cnn::cuda::current_stream(index));   \
+      });                                                                               \
     } catch (const ::cnn::OutOfMemoryError&) {                                          \
       throw;                                                                            \
     } catch (const ::cnn::Error& cnn_kernel_error) {                                    \

@@ -16,6 +16,14 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A library under a kernel (cuBLAS, cuDNN) could not allocate device memory of its own. The engine
+// gives its cache back to the system and tries the kernel once more (engine/allocator.h,
+// run_with_library_memory_retry) before it reports out of memory.
+class LibraryOutOfMemory : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 template <class... Parts>
 std::string concat(const Parts&... parts) {

@@ -17,12 +17,20 @@ constexpr const char* kLibraryFailureHint =
     "if GPU memory is exhausted, lower the batch size)";
 
 // `call` names the library function or what it was doing, e.g. "cublasGemmEx" or "cudnnCreate on cuda:0".
+// A failure to allocate device memory inside the library is a LibraryOutOfMemory (retried by the
+// engine after emptying its cache); any other failure a plain cnn::Error.
 inline void check_cublas(cublasStatus_t status, const char* call) {
+  if (status == CUBLAS_STATUS_ALLOC_FAILED)
+    throw LibraryOutOfMemory(detail::concat("cuBLAS ", call, " failed: ", cublasGetStatusString(status),
+                                            " (it could not allocate GPU memory of its own)"));
   CNN_CHECK(status == CUBLAS_STATUS_SUCCESS, "cuBLAS ", call, " failed: ", cublasGetStatusString(status),
             kLibraryFailureHint);
 }
 
 inline void check_cudnn(cudnnStatus_t status, const char* call) {
+  if (status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED)
+    throw LibraryOutOfMemory(detail::concat("cuDNN ", call, " failed: ", cudnnGetErrorString(status),
+                                            " (it could not allocate GPU memory of its own)"));
   CNN_CHECK(status == CUDNN_STATUS_SUCCESS, "cuDNN ", call, " failed: ", cudnnGetErrorString(status),
             kLibraryFailureHint);
 }

@@ -336,6 +336,46 @@ TEST_CASE("during a graph capture: no event is looked at, no memory goes back, a
   for (void* block : {r, q, big}) alloc.deallocate(block, 0);
 }
 
+TEST_CASE("a library that cannot allocate memory of its own gets a second try after the cache is given back") {
+  FakeSystem sys;
+  CachingAllocator alloc = sys.make();
+  void* cached = alloc.allocate(40 * MiB);
+  alloc.deallocate(cached, 0);
+  const auto allocator = [&]() -> Allocator& { return alloc; };
+  int calls = 0;
+  SUBCASE("the second try succeeds") {
+    run_with_library_memory_retry(allocator, [&] {
+      if (++calls == 1) throw LibraryOutOfMemory("cuDNN cudnnConvolutionForward failed: device allocation");
+    });
+    CHECK(calls == 2);
+    CHECK(sys.frees == 1);  // the cached 40 MiB went back first
+  }
+  SUBCASE("a second failure is out of memory, with the figures") {
+    try {
+      run_with_library_memory_retry(allocator, [&] {
+        ++calls;
+        throw LibraryOutOfMemory("cuBLAS cublasGemmEx failed: the resource allocation failed");
+      });
+      FAIL("expected an OutOfMemoryError");
+    } catch (const OutOfMemoryError& e) {
+      const std::string message = e.what();
+      CHECK(message.find("cuBLAS cublasGemmEx failed: the resource allocation failed; again after the engine's cache "
+                         "was given back (0 B in use by tensors, 0 B reserved)") != std::string::npos);
+      CHECK(message.find("batch_size") != std::string::npos);
+    }
+    CHECK(calls == 2);
+  }
+  SUBCASE("other failures pass through untouched, and the cache stays") {
+    CHECK_THROWS_WITH_AS(run_with_library_memory_retry(allocator, [&] {
+                           ++calls;
+                           throw Error("cuDNN cudnnConvolutionForward failed: bad param");
+                         }),
+                         "cuDNN cudnnConvolutionForward failed: bad param", Error);
+    CHECK(calls == 1);
+    CHECK(sys.frees == 0);
+  }
+}
+
 TEST_CASE("stream workspaces: one per stream, and the allocator is called with no lock held") {
   FakeSystem sys;
   CachingAllocator inner = sys.make();

@@ -6,6 +6,7 @@
 #include "engine/config.h"
 #include "engine/cuda_context.h"
 #include "engine/error.h"
+#include "engine/host_sync_check.h"
 
 #if CNN_WITH_CUDA
 #include <cuda_runtime.h>
@@ -31,7 +32,10 @@ void TimedEvent::record(void* stream) {
   set_device(device_);
   check(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream)), "cudaEventRecord");
 }
-void TimedEvent::synchronize() { check(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "cudaEventSynchronize"); }
+void TimedEvent::synchronize() {
+  host_sync_point("a timing event's synchronisation");
+  check(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "cudaEventSynchronize");
+}
 double TimedEvent::elapsed_ms(const TimedEvent& start, const TimedEvent& end) {
   float ms = 0;
   check(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.event_), static_cast<cudaEvent_t>(end.event_)),

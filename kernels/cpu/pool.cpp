@@ -69,16 +69,16 @@ void avg_pool2d_backward(DType dt, const PoolGeometry& g, const void* dy, void* 
     using C = compute_t<T>;
     const T* dys = static_cast<const T*>(dy);
     T* dxs = static_cast<T*>(dx);
-    // Per input pixel: the outputs whose windows cover it, each window worked out once, its share
-    // added for all channels at once (contiguous in NHWC).
+    // Per input pixel: the outputs whose windows cover it (the exact ranges, worked out once per
+    // call as for the max pool), each window's share added for all channels at once (contiguous in
+    // NHWC). A window clipped to the input still covers every input pixel its full extent did.
+    const CoveringOutputs covering(g);
     const auto make_scratch = [&] { return std::vector<C>(static_cast<size_t>(g.c)); };
     parallel_pixels(g.n, g.h, g.w, make_scratch, [&](std::vector<C>& acc, int64_t n, int64_t iy, int64_t ix) {
-      const PoolOutputRange r = pool_outputs_covering(g, iy, ix);
       std::fill(acc.begin(), acc.end(), C(0));
-      for (int64_t oy = r.oy0; oy < r.oy1; ++oy)
-        for (int64_t ox = r.ox0; ox < r.ox1; ++ox) {
+      for (int64_t oy = covering.oy0[iy]; oy < covering.oy1[iy]; ++oy)
+        for (int64_t ox = covering.ox0[ix]; ox < covering.ox1[ix]; ++ox) {
           const PoolWindow win = pool_window(g, oy, ox);
-          if (!pool_window_contains(win, iy, ix)) continue;
           const T* grad = dys + ((n * g.oh + oy) * g.ow + ox) * g.c;
           const C divisor = static_cast<C>(win.divisor);
           for (int64_t c = 0; c < g.c; ++c) acc[static_cast<size_t>(c)] += to_compute(grad[c]) / divisor;

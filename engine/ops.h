@@ -134,10 +134,12 @@ Tensor global_avg_pool2d(const Tensor& x);  // [N,H,W,C] -> [N,C]
 
 // ---- regularisation (engine/ops/dropout.cpp) ----
 // Masks come from the Philox generator keyed by (seed, offset, element): the same mask on CPU and
-// CUDA, and in a replayed (checkpointed) forward pass. Identity when p == 0.
-Tensor dropout(const Tensor& x, double p, uint64_t seed, uint64_t offset);
+// CUDA, and in a replayed (checkpointed) forward pass. Identity when p == 0. With `seed_from` (one
+// i64 on x's device) the seed is derive_seed(seed_from, seed), worked out by the kernel: a step
+// captured as a CUDA graph draws new masks at each replay from the step seed written there.
+Tensor dropout(const Tensor& x, double p, uint64_t seed, uint64_t offset, const Tensor& seed_from = Tensor());
 // Stochastic depth: each sample (first axis) is zeroed with probability p, survivors scaled by 1/(1-p).
-Tensor drop_path(const Tensor& x, double p, uint64_t seed, uint64_t offset);
+Tensor drop_path(const Tensor& x, double p, uint64_t seed, uint64_t offset, const Tensor& seed_from = Tensor());
 
 // ---- shape ops (engine/ops/concat.cpp, engine/ops/transpose.cpp) ----
 Tensor concat_channels(const std::vector<Tensor>& xs);  // along the last axis; other dims must match

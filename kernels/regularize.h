@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/common/dropout_math.h"
 #include "kernels/common/dtype.h"
 
 namespace cnn::kernels {
@@ -9,10 +10,11 @@ namespace cnn::kernels {
 using Stream = void*;
 
 #define CNN_REGULARIZE_KERNELS(...)                                                                         \
-  /* y[i] = x[i] * keep(i) / (1 - p), keep(i) = philox(seed, offset + i) > p; also the backward */        \
-  void dropout(DType dt, const void* x, void* y, int64_t n, double p, uint64_t seed, uint64_t offset __VA_ARGS__); \
+  /* y[i] = x[i] * keep(i) / (1 - p), keep(i) = philox(seed, offset + i) > p; also the backward. */      \
+  /* The seed is seed.resolve() (kernels/common/dropout_math.h): given, or derived on the device.  */      \
+  void dropout(DType dt, const void* x, void* y, int64_t n, double p, MaskSeed seed, uint64_t offset __VA_ARGS__); \
   /* rows of `row_size` elements: y = x * keep(row) / (1 - p) with keep(row) from philox(seed, offset + row) */ \
-  void drop_path(DType dt, const void* x, void* y, int64_t rows, int64_t row_size, double p, uint64_t seed, \
+  void drop_path(DType dt, const void* x, void* y, int64_t rows, int64_t row_size, double p, MaskSeed seed, \
                  uint64_t offset __VA_ARGS__);                                                               \
   /* dst[r, dst_offset + j] = src[r, src_offset + j] for r < rows, j < cols; ld = row lengths */           \
   void copy_columns(DType dt, const void* src, int64_t src_ld, int64_t src_offset, void* dst, int64_t dst_ld, \

@@ -13,8 +13,9 @@ RandomDrop::RandomDrop(std::string type_name, double p, bool per_sample)
 Tensor RandomDrop::compute(const Tensor& x) {
   if (!training() || p_ == 0.0) return x;
   // The ops draw element (or sample) i from (seed, offset + i): each call takes fresh offsets.
-  if (per_sample_) return drop_path(x, p_, random_seed(), take_random_offset(static_cast<uint64_t>(x.size(0))));
-  return dropout(x, p_, random_seed(), take_random_offset(static_cast<uint64_t>(x.numel())));
+  if (per_sample_)
+    return drop_path(x, p_, random_seed(), take_random_offset(static_cast<uint64_t>(x.size(0))), random_seed_from());
+  return dropout(x, p_, random_seed(), take_random_offset(static_cast<uint64_t>(x.numel())), random_seed_from());
 }
 
 Shape RandomDrop::infer_shape(const Shape& input, ShapeTrace&) const { return input; }

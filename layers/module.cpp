@@ -224,6 +224,18 @@ void Module::reseed(uint64_t seed) {
   uint64_t index = 0;
   walk("", false, [&](Module& m, const std::string&, bool) {
     m.random_seed_ = derive_seed(seed, index++);
+    m.random_seed_from_ = Tensor();
+    m.random_offset_ = 0;
+  });
+}
+
+void Module::reseed_on_device(const Tensor& seed) {
+  CNN_CHECK(seed.dtype() == DType::i64 && seed.numel() == 1 && seed.device() == device_, type_name_,
+            ".reseed_on_device: needs one i64 on ", device_.str(), ", got ", describe(seed));
+  uint64_t index = 0;
+  walk("", false, [&](Module& m, const std::string&, bool) {
+    m.random_seed_ = index++;  // the kernels derive derive_seed(seed, index), as reseed does
+    m.random_seed_from_ = seed;
     m.random_offset_ = 0;
   });
 }

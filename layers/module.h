@@ -65,6 +65,10 @@ class Module {
   bool initialized() const;
   // Restarts the random streams (dropout, stochastic depth) from a seed, e.g. per epoch on resume.
   void reseed(uint64_t seed);
+  // The same streams with their seeds worked out on the device from `seed` (one i64 on the model's
+  // device): what reseed(seed's value) gives, whatever value a step writes there later, so that a
+  // step captured as a CUDA graph draws each replay's masks from that step's seed.
+  void reseed_on_device(const Tensor& seed);
 
   // ---- placement and precision ----
   void to(Device device);  // moves parameters and buffers; gradients are dropped
@@ -137,7 +141,9 @@ class Module {
 
   // For random layers: the stream's seed, and the offset of the next `draws` values of the stream
   // (an op keyed by (seed, offset + element) then draws values no other call draws).
+  // With reseed_on_device, random_seed() is the index that derives the seed from random_seed_from().
   uint64_t random_seed() const { return random_seed_; }
+  const Tensor& random_seed_from() const { return random_seed_from_; }
   uint64_t take_random_offset(uint64_t draws) {
     const uint64_t offset = random_offset_;
     random_offset_ += draws;
@@ -179,6 +185,7 @@ class Module {
   DType compute_dtype_ = DType::f32;
   uint64_t random_seed_ = 0;
   uint64_t random_offset_ = 0;
+  Tensor random_seed_from_;  // reseed_on_device's seed (undefined: random_seed_ is the seed)
 };
 
 }  // namespace cnn

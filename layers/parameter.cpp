@@ -32,15 +32,4 @@ Tensor ParamInit::draw(const Shape& shape, uint64_t seed, DType dtype) const {
   return Tensor::full(shape, value, dtype, Device::cpu());
 }
 
-namespace {
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-}  // namespace
-
-uint64_t derive_seed(uint64_t seed, uint64_t index) { return splitmix64(splitmix64(seed) ^ index); }
-
 }  // namespace cnn

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/tensor.h"
+#include "kernels/common/philox.h"
 
 namespace cnn {
 
@@ -63,8 +64,6 @@ struct StateEntry {
   bool is_parameter = true;
 };
 
-// Derives the seed of draw number `index` from a model seed (a SplitMix64 mix of both), so that
-// two models built with one seed are identical and different indices are independent.
-uint64_t derive_seed(uint64_t seed, uint64_t index);
+// derive_seed(seed, index): kernels/common/philox.h.
 
 }  // namespace cnn

@@ -5,41 +5,33 @@
 
 #include "engine/async_copy.h"
 #include "engine/cnn.h"
-#include "layers/dropout.h"
 #include "train/distributed/data_parallel.h"
 #include "train/learner.h"
 #include "train/train_settings.h"
 
 namespace cnn::train {
 
-std::string step_graph_obstacle(const TrainSettings& settings, const Learner& learner, int64_t world_size) {
+std::string step_graph_obstacle(const TrainSettings& settings, const Learner&, int64_t world_size) {
   if (settings.loop.accumulate > 1)
     return "gradient accumulation ([train] accumulate = " + std::to_string(settings.loop.accumulate) +
            ") makes a step of several micro-batches";
   if (world_size > 1) return "the gradient all-reduce of data-parallel training is not captured";
   if (settings.loss.mixing) return "MixUp and CutMix draw each batch's mixing on the host";
-  std::string drawn;
-  for (const auto& [name, module] : learner.model->named_modules()) {
-    const auto* drop = dynamic_cast<const RandomDrop*>(module);
-    if (drop != nullptr && drop->p() > 0 && drawn.empty()) drawn = name;
-  }
-  if (!drawn.empty())
-    return "the model's dropout and drop-path masks (" + drawn +
-           ") are seeded on the host at every step ([model] dropout = 0 and drop_path = 0 would allow a capture)";
   return "";
 }
 
-// Pinned host buffers the learning rates go up from, in turn: one is rewritten only once the copy
-// that last read it has run, and with several in flight the host never waits in practice.
-struct StepGraph::LearningRateUploads {
+// Pinned host buffers the step's numbers (learning rates, masks' seed) go up from, in turn: a pair
+// is rewritten only once the copy that last read it has run, and with several in flight the host
+// never waits in practice.
+struct StepGraph::StepNumberUploads {
   static constexpr int kBuffers = 4;
-  std::vector<Tensor> host;
+  std::vector<std::vector<Tensor>> host;  // {learning rates, seed} per buffer
   std::vector<std::shared_ptr<cuda::Event>> copied;
   int next = 0;
 };
 
 StepGraph::StepGraph(Learner& learner, const TrainSettings& settings, DataParallel& data_parallel)
-    : learner_(learner), settings_(settings), data_parallel_(data_parallel), uploads_(std::make_unique<LearningRateUploads>()) {}
+    : learner_(learner), settings_(settings), data_parallel_(data_parallel), uploads_(std::make_unique<StepNumberUploads>()) {}
 
 StepGraph::~StepGraph() = default;
 
@@ -73,7 +65,9 @@ bool StepGraph::prepare(const MicroBatch& batch, int64_t step) {
   images_ = Tensor::empty(batch.images.shape(), batch.images.dtype(), device);
   labels_ = Tensor::empty(batch.labels.shape(), batch.labels.dtype(), device);
   group_lrs_ = Tensor::zeros({static_cast<int64_t>(learner_.optimizer->groups().size())}, DType::f32, device);
-  const MicroBatch inputs{.images = images_, .labels = labels_, .epoch = batch.epoch, .index = batch.index};
+  masks_seed_ = Tensor::zeros({}, DType::i64, device);
+  const MicroBatch inputs{
+      .images = images_, .labels = labels_, .epoch = batch.epoch, .index = batch.index, .masks_seed_on_device = masks_seed_};
   const std::vector<const void*> before = bound_memory();
   auto state = learner_.optimizer->state_handles();
   Tensor loss;
@@ -100,26 +94,31 @@ bool StepGraph::prepare(const MicroBatch& batch, int64_t step) {
   return true;
 }
 
-void StepGraph::write_learning_rates(int64_t step) {
+void StepGraph::write_step_numbers(const MicroBatch& batch, int64_t step) {
   const std::vector<float> lrs = learner_.optimizer->group_learning_rates(learner_.schedule.lr(step));
+  const auto seed = static_cast<int64_t>(masks_seed(settings_, batch.epoch, batch.index));
   const Device device = group_lrs_.device();
   if (device.is_cpu()) {
-    group_lrs_.copy_(Tensor::from_vector(lrs, {static_cast<int64_t>(lrs.size())}));
+    group_lrs_.copy_(Tensor::from_vector(lrs, group_lrs_.shape()));
+    masks_seed_.copy_(Tensor::from_vector<int64_t>({seed}, {}));
     return;
   }
-  LearningRateUploads& u = *uploads_;
+  StepNumberUploads& u = *uploads_;
   if (u.host.empty()) {
-    for (int i = 0; i < LearningRateUploads::kBuffers; ++i)
-      u.host.push_back(Tensor::empty(group_lrs_.shape(), DType::f32, Device::cpu(), /*pinned=*/true));
-    u.copied.resize(LearningRateUploads::kBuffers);
+    for (int i = 0; i < StepNumberUploads::kBuffers; ++i)
+      u.host.push_back({Tensor::empty(group_lrs_.shape(), DType::f32, Device::cpu(), /*pinned=*/true),
+                        Tensor::empty({}, DType::i64, Device::cpu(), /*pinned=*/true)});
+    u.copied.resize(StepNumberUploads::kBuffers);
   }
   const int slot = u.next;
-  u.next = (u.next + 1) % LearningRateUploads::kBuffers;
+  u.next = (u.next + 1) % StepNumberUploads::kBuffers;
   if (u.copied[slot]) u.copied[slot]->synchronize();  // its copy of steps ago has long run
-  std::memcpy(u.host[slot].data(), lrs.data(), lrs.size() * sizeof(float));
-  const Upload up = upload_async({u.host[slot]}, device);
+  std::memcpy(u.host[slot][0].data(), lrs.data(), lrs.size() * sizeof(float));
+  std::memcpy(u.host[slot][1].data(), &seed, sizeof seed);
+  const Upload up = upload_async(u.host[slot], device);
   up.make_compute_wait();
   group_lrs_.copy_(up.tensors[0]);
+  masks_seed_.copy_(up.tensors[1]);
   u.copied[slot] = up.completion();
 }
 
@@ -127,7 +126,7 @@ Tensor StepGraph::replay(const MicroBatch& batch, int64_t step) {
   CNN_CHECK(graph_ && fits(batch), "StepGraph::replay: call prepare first, with a batch of the captured shapes");
   images_.copy_(batch.images);
   labels_.copy_(batch.labels);
-  write_learning_rates(step);
+  write_step_numbers(batch, step);
   graph_->replay();
   return loss_;
 }

@@ -6,12 +6,14 @@
 // (the emulation that tests this file without a GPU).
 //
 // A replay repeats what the capture's host code decided, so the step's inputs live in tensors the
-// graph owns: each step copies the batch into the static images and labels, and the schedule's
-// learning rates into a device tensor the optimizer kernel reads (Optimizer::step with group_lrs).
-// Everything else the step reads is already on the device (the loss scale, the verdict, the step
-// counts, BatchNorm's counts). What would change the captured work is caught:
+// graph owns: each step copies the batch into the static images and labels, the schedule's
+// learning rates into a device tensor the optimizer kernel reads (Optimizer::step with group_lrs),
+// and the batch's masks' seed into one the dropout kernels derive their seeds from
+// (Module::reseed_on_device). Everything else the step reads is already on the device (the loss
+// scale, the verdict, the step counts, BatchNorm's counts). What would change the captured work is
+// caught:
 //   - a run whose steps cannot be captured at all is named by step_graph_obstacle() (accumulation,
-//     data parallelism, mixing, dropout seeded on the host) and trains eagerly;
+//     data parallelism, MixUp/CutMix) and trains eagerly;
 //   - a batch of other shapes (the last one of an epoch) runs eagerly (fits());
 //   - tensors of the learner replaced since the capture (a checkpoint loaded, parameters frozen or
 //     unfrozen) drop the graph: that step runs eagerly, the next one captures again;
@@ -65,18 +67,19 @@ class StepGraph {
 
  private:
   std::vector<const void*> bound_memory() const;
-  void write_learning_rates(int64_t step);
+  // The schedule's learning rates and the batch's masks' seed into the graph's tensors.
+  void write_step_numbers(const MicroBatch& batch, int64_t step);
 
   Learner& learner_;
   const TrainSettings& settings_;
   DataParallel& data_parallel_;
   std::unique_ptr<CapturedGraph> graph_;
-  Tensor images_, labels_, group_lrs_, loss_;  // the graph's inputs and output
+  Tensor images_, labels_, group_lrs_, masks_seed_, loss_;  // the graph's inputs and output
   std::vector<const void*> bound_;              // the learner's memory the graph was captured with
   int64_t captures_ = 0;
   std::string recapture_reason_;
-  struct LearningRateUploads;
-  std::unique_ptr<LearningRateUploads> uploads_;
+  struct StepNumberUploads;
+  std::unique_ptr<StepNumberUploads> uploads_;
 };
 
 }  // namespace cnn::train

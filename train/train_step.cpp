@@ -16,15 +16,21 @@ namespace cnn::train {
 // The profiler's phase spans (engine/profiler.h) mark forward (with the loss), backward, unscale
 // (with the inf/nan check and the loss scaler's update) and the optimizer step.
 
+uint64_t masks_seed(const TrainSettings& settings, int64_t epoch, int64_t index) {
+  const uint64_t rank = static_cast<uint64_t>(settings.distributed.world.rank);
+  const uint64_t batch_seed =
+      derive_seed(derive_seed(settings.compute.seed, static_cast<uint64_t>(epoch)), static_cast<uint64_t>(index));
+  return rank == 0 ? batch_seed : derive_seed(batch_seed, rank);
+}
+
 Tensor forward_backward(Learner& learner, const MicroBatch& batch, const TrainSettings& settings) {
   const LossSettings& loss_settings = settings.loss;
   const uint64_t seed = settings.compute.seed;
   const auto epoch = static_cast<uint64_t>(batch.epoch), index = static_cast<uint64_t>(batch.index);
-  // Dropout and drop-path masks keyed by (epoch, batch): a resumed run draws what this batch would have.
-  // Each rank of a data-parallel run draws its own masks for its own samples.
-  const uint64_t rank = static_cast<uint64_t>(settings.distributed.world.rank);
-  const uint64_t batch_seed = derive_seed(derive_seed(seed, epoch), index);
-  learner.model->reseed(rank == 0 ? batch_seed : derive_seed(batch_seed, rank));
+  if (batch.masks_seed_on_device.defined())
+    learner.model->reseed_on_device(batch.masks_seed_on_device);
+  else
+    learner.model->reseed(masks_seed(settings, batch.epoch, batch.index));
   Tensor images = batch.images;
   Tape tape;
   if (batch.reducer) batch.reducer->attach(tape);  // the step's last micro-batch: all-reduce during backward

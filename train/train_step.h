@@ -25,7 +25,14 @@ struct MicroBatch {
   // Data-parallel runs: set on the last micro-batch of a step, whose backward all-reduces the
   // gradients as they become final (the others accumulate locally: DDP's no_sync).
   GradientReducer* reducer = nullptr;
+  // A captured step (train/step_graph.h): the masks' seed as one i64 on the device, written before
+  // each replay (undefined: masks_seed() of epoch and index, on the host).
+  Tensor masks_seed_on_device = Tensor();
 };
+
+// The seed of a micro-batch's dropout and drop-path masks, keyed by (run seed, epoch, index), so
+// that a resumed run draws what the batch would have; each rank of a data-parallel run its own.
+uint64_t masks_seed(const TrainSettings& settings, int64_t epoch, int64_t index);
 
 // Called once per optimizer step between the last backward and the unscaling, with the final,
 // still loss-scaled gradients: where distributed training all-reduces them (and where tests inject

@@ -7,6 +7,16 @@
 
 namespace cnn {
 
+// The seed of a mask: `seed` itself, or with `from` (a u64 in the kernel's memory, written before
+// each step) derive_seed(*from, seed), resolved in the kernel: a replayed CUDA graph, whose kernel
+// arguments were fixed at its capture, draws each step's masks that way.
+struct MaskSeed {
+  uint64_t seed = 0;
+  const uint64_t* from = nullptr;
+  CNN_HD MaskSeed(uint64_t s = 0, const uint64_t* f = nullptr) : seed(s), from(f) {}  // NOLINT: a plain seed converts
+  CNN_HD uint64_t resolve() const { return from != nullptr ? derive_seed(*from, seed) : seed; }
+};
+
 // Element (or row) `index` is kept when its uniform draw in (0, 1] from (seed, offset + index) is
 // greater than p: p = 0 keeps everything.
 CNN_HD bool dropout_keep(uint64_t seed, uint64_t offset, uint64_t index, double p) {

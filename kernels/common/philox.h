@@ -57,4 +57,17 @@ CNN_HD double philox_element(RandomKind kind, uint64_t seed, uint64_t stream, ui
   return a + b * radius * c;
 }
 
+// SplitMix64's finaliser: a 64-bit mix in which every input bit changes every output bit.
+CNN_HD uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Derives the seed of draw number `index` from a seed (a SplitMix64 mix of both), so that two
+// models built with one seed are identical and different indices are independent. On the host
+// and in kernels alike: a kernel can derive a module's mask seed from a step seed on the device.
+CNN_HD uint64_t derive_seed(uint64_t seed, uint64_t index) { return splitmix64(splitmix64(seed) ^ index); }
+
 }  // namespace cnn

@@ -10,7 +10,8 @@
 
 namespace cnn::kernels::cpu {
 
-void dropout(DType dt, const void* x, void* y, int64_t n, double p, uint64_t seed, uint64_t offset, Stream) {
+void dropout(DType dt, const void* x, void* y, int64_t n, double p, MaskSeed mask_seed, uint64_t offset, Stream) {
+  const uint64_t seed = mask_seed.resolve();
   dispatch_floating(dt, "dropout", [&](auto tag) {
     using T = decltype(tag);
     using C = compute_t<T>;
@@ -25,8 +26,9 @@ void dropout(DType dt, const void* x, void* y, int64_t n, double p, uint64_t see
   });
 }
 
-void drop_path(DType dt, const void* x, void* y, int64_t rows, int64_t row_size, double p, uint64_t seed,
+void drop_path(DType dt, const void* x, void* y, int64_t rows, int64_t row_size, double p, MaskSeed mask_seed,
                uint64_t offset, Stream) {
+  const uint64_t seed = mask_seed.resolve();
   dispatch_floating(dt, "drop_path", [&](auto tag) {
     using T = decltype(tag);
     using C = compute_t<T>;

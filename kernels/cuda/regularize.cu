@@ -14,7 +14,8 @@ namespace {
 constexpr int kThreads = kBlockThreads;
 
 template <class T>
-__global__ void dropout_kernel(const T* x, T* y, int64_t n, double p, uint64_t seed, uint64_t offset, compute_t<T> scale) {
+__global__ void dropout_kernel(const T* x, T* y, int64_t n, double p, MaskSeed mask_seed, uint64_t offset, compute_t<T> scale) {
+  const uint64_t seed = mask_seed.resolve();
   for (int64_t i = CNN_GLOBAL_INDEX; i < n; i += CNN_GRID_STRIDE) {
     const bool keep = dropout_keep(seed, offset, static_cast<uint64_t>(i), p);
     y[i] = from_compute<T>(dropout_value(to_compute(x[i]), keep, scale));
@@ -22,8 +23,9 @@ __global__ void dropout_kernel(const T* x, T* y, int64_t n, double p, uint64_t s
 }
 
 template <class T>
-__global__ void drop_path_kernel(const T* x, T* y, int64_t n, int64_t row_size, double p, uint64_t seed, uint64_t offset,
-                                 compute_t<T> scale) {
+__global__ void drop_path_kernel(const T* x, T* y, int64_t n, int64_t row_size, double p, MaskSeed mask_seed,
+                                 uint64_t offset, compute_t<T> scale) {
+  const uint64_t seed = mask_seed.resolve();
   for (int64_t i = CNN_GLOBAL_INDEX; i < n; i += CNN_GRID_STRIDE) {
     const bool keep = dropout_keep(seed, offset, static_cast<uint64_t>(i / row_size), p);
     y[i] = from_compute<T>(dropout_value(to_compute(x[i]), keep, scale));
@@ -62,7 +64,7 @@ void by_element_size(DType dt, Args... args) {
 }
 }  // namespace
 
-void dropout(DType dt, const void* x, void* y, int64_t n, double p, uint64_t seed, uint64_t offset, Stream stream) {
+void dropout(DType dt, const void* x, void* y, int64_t n, double p, MaskSeed seed, uint64_t offset, Stream stream) {
   if (n == 0) return;
   dispatch_floating(dt, "dropout", [&](auto tag) {
     using T = decltype(tag);
@@ -72,7 +74,7 @@ void dropout(DType dt, const void* x, void* y, int64_t n, double p, uint64_t see
   });
 }
 
-void drop_path(DType dt, const void* x, void* y, int64_t rows, int64_t row_size, double p, uint64_t seed,
+void drop_path(DType dt, const void* x, void* y, int64_t rows, int64_t row_size, double p, MaskSeed seed,
                uint64_t offset, Stream stream) {
   const int64_t n = rows * row_size;
   if (n == 0) return;

@@ -210,6 +210,26 @@ CNN_EMULATED_TEST_CASE("dropout, drop-path, column copies and transposes match t
     cpu::drop_path(dt, x.data(), a.data(), 30, 30, 0.5, 42, 7);
     emu::drop_path(dt, x.data(), b.data(), 30, 30, 0.5, 42, 7, nullptr);
     CHECK(std::memcmp(a.data(), b.data(), bytes) == 0);
+    // The seed derived on the device from a step seed (MaskSeed with `from`): the masks of the
+    // seed derived on the host, on both backends.
+    const uint64_t step_seed = 987654321;
+    Buffer c(dt, n);
+    for (bool per_row : {false, true}) {
+      if (per_row) {
+        cpu::drop_path(dt, x.data(), a.data(), 30, 30, 0.5, derive_seed(step_seed, 5), 7);
+        cpu::drop_path(dt, x.data(), b.data(), 30, 30, 0.5, MaskSeed(5, &step_seed), 7);
+        emu::drop_path(dt, x.data(), c.data(), 30, 30, 0.5, MaskSeed(5, &step_seed), 7, nullptr);
+      } else {
+        cpu::dropout(dt, x.data(), a.data(), n, 0.3, derive_seed(step_seed, 5), 1000);
+        cpu::dropout(dt, x.data(), b.data(), n, 0.3, MaskSeed(5, &step_seed), 1000);
+        emu::dropout(dt, x.data(), c.data(), n, 0.3, MaskSeed(5, &step_seed), 1000, nullptr);
+      }
+      CHECK(std::memcmp(a.data(), b.data(), bytes) == 0);
+      CHECK(std::memcmp(a.data(), c.data(), bytes) == 0);
+    }
+    cpu::dropout(dt, x.data(), a.data(), n, 0.3, MaskSeed(5, &step_seed), 1000);
+    cpu::dropout(dt, x.data(), b.data(), n, 0.3, MaskSeed(6, &step_seed), 1000);
+    CHECK(std::memcmp(a.data(), b.data(), bytes) != 0);  // another module's index: another mask
     Buffer wide_cpu(dt, 30 * 50), wide_emu(dt, 30 * 50);
     cpu::fill(dt, wide_cpu.data(), 30 * 50, 0.0);
     cpu::fill(dt, wide_emu.data(), 30 * 50, 0.0);

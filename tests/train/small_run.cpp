@@ -123,7 +123,7 @@ std::map<std::string, std::vector<char>> weight_bytes(const std::filesystem::pat
 
 std::string check_graphs_train_as_eager(SmallRun& run, std::vector<std::string> overrides) {
   run.opts.record_step_losses = true;
-  overrides.insert(overrides.begin(), {"model.dropout=0", "data.drop_last=false"});
+  overrides.insert(overrides.begin(), "data.drop_last=false");
   overrides.push_back("run.name=eager");
   const TrainSummary eager = run_training(Config::parse(run.text, "test.ini", overrides), run.opts);
   overrides.back() = "run.name=graphs";

@@ -42,8 +42,8 @@ void check_steps_never_wait_for_the_device(const std::vector<std::string>& overr
 // The whole text of a file ("" when it cannot be read).
 std::string read_text_file(const std::filesystem::path& path);
 
-// Trains `run`'s config with `overrides` twice, eagerly and with [train] cuda_graphs (dropout off,
-// the epoch's last incomplete batch kept, so that it runs eagerly between replays), and checks
+// Trains `run`'s config with `overrides` twice, eagerly and with [train] cuda_graphs (the epoch's
+// last incomplete batch kept, so that it runs eagerly between replays), and checks
 // that both runs agree bit for bit: every step's loss, the validation and every exported weight
 // and buffer. Returns the graph run's train.log.
 std::string check_graphs_train_as_eager(SmallRun& run, std::vector<std::string> overrides);

@@ -90,7 +90,7 @@ class TrainingSteps {
       : settings_(settings), data_(data), learner_(learner), single_process_(settings) {
     data_.train_loader->start_epoch(epoch_);
     if (settings.loop.graphs) {
-      const std::string obstacle = train::step_graph_obstacle(settings, learner, 1);
+      const std::string obstacle = train::step_graph_obstacle(settings, 1);
       CNN_CHECK(obstacle.empty(), "--cuda-graphs: the step cannot be captured: ", obstacle);
       graph_ = std::make_unique<train::StepGraph>(learner, settings, single_process_);
     }

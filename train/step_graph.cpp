@@ -11,7 +11,7 @@
 
 namespace cnn::train {
 
-std::string step_graph_obstacle(const TrainSettings& settings, const Learner&, int64_t world_size) {
+std::string step_graph_obstacle(const TrainSettings& settings, int64_t world_size) {
   if (settings.loop.accumulate > 1)
     return "gradient accumulation ([train] accumulate = " + std::to_string(settings.loop.accumulate) +
            ") makes a step of several micro-batches";
@@ -43,9 +43,9 @@ bool StepGraph::fits(const MicroBatch& batch) const {
 
 AllocatorStats StepGraph::memory() const { return graph_ ? graph_->memory() : AllocatorStats{}; }
 
-// What the captured kernels point at besides the graph's own tensors: the weights, their gradients'
-// owners' state, the buffers and the loss scaler's control block. Any of them replaced means the
-// graph would read or write memory that is no longer theirs.
+// What the captured kernels point at besides the graph's own tensors: the weights with their
+// optimizer state and low-precision copies, the buffers, and the loss scaler's control block. Any
+// of them replaced means the graph would read or write memory that is no longer theirs.
 std::vector<const void*> StepGraph::bound_memory() const {
   std::vector<const void*> bound = learner_.optimizer->memory_used();
   for (const NamedTensor& buffer : learner_.model->named_buffers()) bound.push_back(buffer.tensor.data());

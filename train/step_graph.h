@@ -36,7 +36,7 @@ struct TrainSettings;
 class DataParallel;
 
 // Why this run's steps cannot be captured, for the log; empty when they can.
-std::string step_graph_obstacle(const TrainSettings& settings, const Learner& learner, int64_t world_size);
+std::string step_graph_obstacle(const TrainSettings& settings, int64_t world_size);
 
 class StepGraph {
  public:

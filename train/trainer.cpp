@@ -437,7 +437,7 @@ EpochProgress Trainer::train_epoch(int64_t epoch) {
 constexpr int64_t kGraphWarmupSteps = 3;
 
 void Trainer::start_step_graph() {
-  const std::string obstacle = step_graph_obstacle(settings_, learner_, world_size_);
+  const std::string obstacle = step_graph_obstacle(settings_, world_size_);
   if (!obstacle.empty()) {
     log_.warn("[train] cuda_graphs: the training step cannot be captured, it runs eagerly: " + obstacle);
     return;

@@ -314,7 +314,14 @@ Allocator& cuda_allocator(int index) {
     system.alloc = [index](size_t bytes) -> void* {
       void* p = nullptr;
       cuda::set_device(index);
+      // During a graph capture (new blocks for the graph's pool, the capture stream's cuBLAS
+      // workspace) cudaMalloc is a call the capture mode forbids, though it enqueues nothing: it is
+      // made in relaxed mode for this thread, as PyTorch's allocator does. The memory is not part
+      // of the graph; the graph's pool keeps it for as long as the graph may use it.
+      cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+      cudaThreadExchangeStreamCaptureMode(&mode);
       const cudaError_t status = cudaMalloc(&p, bytes);
+      cudaThreadExchangeStreamCaptureMode(&mode);
       if (status == cudaErrorMemoryAllocation) {
         cudaGetLastError();  // out of memory is not sticky: clear it so later calls do not see it
         return nullptr;      // the caching allocator frees its cache and retries, then reports it

@@ -56,6 +56,16 @@ TEST_CASE("cuda_graphs: EfficientNet-B0 with drop path and gradient checkpointin
   CHECK(log.find("captured the training step at step 4 (") != std::string::npos);
 }
 
+TEST_CASE("cuda_graphs: SWA's learning rate and average, and a plateau schedule, replay bit for bit") {
+  SmallRun swa("graph_swa", 136, 64, 13, 14);
+  check_graphs_train_as_eager(swa, {"train.epochs=3", "swa.start_epoch=1", "swa.lr=0.01", "swa.anneal_epochs=1"});
+  SmallRun plateau("graph_plateau", 136, 64, 13, 14);
+  const std::string log = check_graphs_train_as_eager(
+      plateau, {"train.epochs=3", "schedule.name=plateau", "schedule.patience=0", "schedule.gamma=0.5",
+                "schedule.plateau_metric=val_top1"});
+  CHECK(log.find("lr 0.01 ") != std::string::npos);  // the plateau halved the rate for epoch 3, between replays
+}
+
 TEST_CASE("cuda_graphs: unfreezing parameters mid-run captures the step again") {
   SmallRun run("graph_freeze", 136, 64, 7, 8);
   const std::string log = check_graphs_train_as_eager(run, {"optim.freeze=features.0", "optim.unfreeze_epoch=1"});

@@ -12,7 +12,9 @@
 // the device's current stream; the recorded calls in order on the CPU) and nothing else. So
 // everything the host computed during the capture is fixed: pointers, sizes, scalars, which ops
 // ran. Only device memory can differ between replays: write new inputs into the tensors the
-// capture read, keep per-step numbers (a learning rate) in device tensors.
+// capture read, keep per-step numbers (a learning rate) in device tensors. The tensors made before
+// the capture that it reads or writes must stay alive as long as the graph: a replay uses their
+// memory, whoever holds it by then.
 //
 // What a capture forbids, and how it is caught:
 //   - waiting for the device (a value read on the host, a copy to or from the host, a stream or

@@ -47,7 +47,9 @@ TEST_CASE("a captured CPU graph runs nothing during the capture and the recorded
   graph.replay();
   CHECK(work.total.item() == 6.0);
   CHECK(work.activations.to_doubles() == std::vector<double>{3, 3, 0, 0});
-  // A tensor put in the input's place after the capture is not what the graph reads.
+  // A tensor put in the input's place after the capture is not what the graph reads: it reads the
+  // memory of the tensor it captured, which must stay alive as long as the graph (as on CUDA).
+  const Tensor captured_x = work.x;
   work.x = Tensor::from_vector<float>({10, 10, 10, 10}, {4});
   graph.replay();
   CHECK(work.total.item() == 6.0);

@@ -58,7 +58,9 @@ void WeightAverage::update(const Module& model, double weight) {
     s.state1 = static_cast<float*>(tensors_[i].second.data());
   }
   if (table.slots.empty()) return;
-  CNN_KERNEL(device_, weight_average, graph_capture::kept(table.slots).data(), static_cast<int>(table.slots.size()), table.total,
+  // The slot table by value on CUDA; kept with a graph capturing CPU work (engine/graph.h).
+  const kernels::MultiTensorSlot* slots = graph_capture::kept(table.slots).data();
+  CNN_KERNEL(device_, weight_average, slots, static_cast<int>(table.slots.size()), table.total,
              kernels::WeightAverageArgs{static_cast<float>(weight)});
 }
 

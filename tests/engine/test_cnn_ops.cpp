@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "engine/cnn.h"
+#include "kernels/common/philox.h"
 
 using namespace cnn;
 
@@ -126,6 +127,41 @@ TEST_CASE("dropout keeps about 1-p of the elements, scaled, and the same mask fo
   for (int r = 0; r < 64; ++r)
     for (int j = 1; j < 4; ++j) CHECK(d[static_cast<size_t>(r * 4 + j)] == d[static_cast<size_t>(r * 4)]);
   CHECK_THROWS_AS(dropout(x, 1.0, 0, 0), Error);
+}
+
+TEST_CASE("dropout and drop_path with a seed on the device: the masks of the seed derived on the host, forward and backward") {
+  const uint64_t step_seed = 123456789;
+  const Tensor on_device = Tensor::from_vector<int64_t>({static_cast<int64_t>(step_seed)}, {});
+  for (bool per_row : {false, true}) {
+    CAPTURE(per_row);
+    const auto run = [&](uint64_t seed, const Tensor& seed_from) {
+      Tensor x = Tensor::uniform({16, 5}, -1, 1, 4);
+      x.requires_grad_(true);
+      Tape tape;
+      Tensor y, loss;
+      {
+        Tape::Recording recording(tape);
+        y = per_row ? drop_path(x, 0.4, seed, 3, seed_from) : dropout(x, 0.4, seed, 3, seed_from);
+        loss = sum(mul(y, y));
+      }
+      tape.backward(loss);
+      return std::pair{y.to_doubles(), x.grad().to_doubles()};
+    };
+    const auto on_host = run(derive_seed(step_seed, 7), Tensor());
+    CHECK(run(7, on_device) == on_host);
+    CHECK(run(8, on_device).first != on_host.first);
+  }
+  CHECK_THROWS_WITH_AS(dropout(Tensor::ones({4}), 0.5, 1, 0, Tensor::zeros({2}, DType::i64)),
+                       doctest::Contains("dropout: the seed on the device must be one i64"), Error);
+}
+
+TEST_CASE("increment_ counts one i64 up, and refuses anything else") {
+  const Tensor count = Tensor::from_vector<int64_t>({41}, {});
+  increment_(count);
+  increment_(count);
+  CHECK(count.item() == 43.0);
+  CHECK_THROWS_WITH_AS(increment_(Tensor::zeros({}, DType::f32)), doctest::Contains("increment_: needs one i64 count"),
+                       Error);
 }
 
 TEST_CASE("concat_channels joins along the last axis") {

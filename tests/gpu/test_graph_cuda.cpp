@@ -34,6 +34,21 @@ TEST_CASE("gpu: a CUDA graph replays its kernels with the inputs of the moment")
                        doctest::Contains("during the capture of the test step"), Error);
 }
 
+TEST_CASE("gpu: increment_ and device-seeded dropout agree with the CPU") {
+  const Device gpu = Device::cuda(0);
+  const Tensor count = Tensor::from_vector<int64_t>({41}, {}).to(gpu);
+  increment_(count);
+  CHECK(count.item() == 42.0);
+  const Tensor seed = Tensor::from_vector<int64_t>({987654321}, {});
+  const Tensor x = Tensor::uniform({64, 9}, -1, 1, 2);
+  for (bool per_row : {false, true}) {
+    const auto masked = [&](const Tensor& input, const Tensor& seed_from) {
+      return per_row ? drop_path(input, 0.3, 5, 11, seed_from) : dropout(input, 0.3, 5, 11, seed_from);
+    };
+    CHECK(masked(x.to(gpu), seed.to(gpu)).to_doubles() == masked(x, seed).to_doubles());
+  }
+}
+
 TEST_CASE("gpu: training with cuda_graphs equals eager training bit for bit, in fp32, bf16 and fp16") {
   for (const char* precision : {"fp32", "bf16", "fp16"}) {
     CAPTURE(precision);

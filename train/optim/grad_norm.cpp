@@ -43,9 +43,10 @@ Tensor measure_table(const GradientTable& entry, float inv_scale, const float* c
   Tensor result = Tensor::empty({2}, DType::f32, table.device);
   Tensor partials;  // CUDA's per-block partial results; the CPU needs none
   if (table.device.is_cuda()) partials = Tensor::empty({2 * kernels::kLossScaleMaxBlocks}, DType::f32, table.device);
-  CNN_KERNEL(table.device, unscale_and_check, graph_capture::kept(table.slots).data(), static_cast<int>(table.slots.size()), table.total,
-             entry.dtype, inv_scale, control, partials.defined() ? partials.data_as<float>() : nullptr,
-             result.data_as<float>());
+  // The slot table by value on CUDA; kept with a graph capturing CPU work (engine/graph.h).
+  const kernels::MultiTensorSlot* slots = graph_capture::kept(table.slots).data();
+  CNN_KERNEL(table.device, unscale_and_check, slots, static_cast<int>(table.slots.size()), table.total, entry.dtype,
+             inv_scale, control, partials.defined() ? partials.data_as<float>() : nullptr, result.data_as<float>());
   return result;
 }
 }  // namespace

@@ -18,7 +18,9 @@ namespace {
 template <class Args>
 void run_kernel(const SlotTable& table, const Args& args) {
   if (table.slots.empty()) return;
-  CNN_KERNEL(table.device, optimizer_step, graph_capture::kept(table.slots).data(), static_cast<int>(table.slots.size()), table.total, args);
+  // The slot table by value on CUDA; kept with a graph capturing CPU work (engine/graph.h).
+  const kernels::MultiTensorSlot* slots = graph_capture::kept(table.slots).data();
+  CNN_KERNEL(table.device, optimizer_step, slots, static_cast<int>(table.slots.size()), table.total, args);
 }
 }  // namespace
 

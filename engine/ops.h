@@ -120,8 +120,9 @@ struct Pool2dOptions {
 
 // max_pool2d(batch_norm2d(x, ..., relu), pool) as one op (engine/ops/batch_norm.cpp): the same
 // values, gradients and running statistics, bit for bit. On the CPU in f32/f64 with windows that
-// cannot overlap (stride >= kernel), the forward kernel of kernels/batch_norm_pool.h never stores
-// the full-size BatchNorm output; otherwise the two ops run one after the other.
+// cannot overlap (stride >= kernel), the kernels of kernels/batch_norm_pool.h never store the
+// full-size BatchNorm output (forward) nor its full-size gradient (backward); otherwise the two ops
+// run one after the other.
 Tensor batch_norm_relu_max_pool2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                                   const Tensor& running_var, bool training, double momentum, double eps,
                                   const Pool2dOptions& pool, distributed::Communicator* sync = nullptr);

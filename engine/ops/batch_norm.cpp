@@ -115,24 +115,43 @@ struct BatchNormSaved {
   bool want_x, want_w, want_b, want_r;
 };
 
+// A gradient that arrives pooled: dy is the gradient of max_pool2d(relu(BatchNorm(x))) and the
+// CPU kernels of kernels/batch_norm_pool.h spread it back through argmax as they go.
+struct PooledGradient {
+  kernels::PoolGeometry g;
+  Tensor argmax;
+};
+
 // {dx, dweight, dbias, dresidual} (undefined where not wanted) from dy, the gradient of the
-// normalisation's (activated) output.
-std::vector<Tensor> batch_norm_backward(const BatchNormSaved& s, const Tensor& dy) {
+// normalisation's (activated) output, or of its max-pooled output when `pooled` is given.
+std::vector<Tensor> batch_norm_backward(const BatchNormSaved& s, const Tensor& dy, const PooledGradient* pooled = nullptr) {
   const Normalisation& n = s.n;
   const int64_t c = n.c, m = n.m;
   Tensor sum_dz = Tensor::empty({c}, n.acc, dy.device()), sum_dz_xhat = Tensor::empty({c}, n.acc, dy.device());
-  Tensor ws;
-  CNN_KERNEL(dy.device(), batch_norm_backward_reduce, dy.dtype(), dy.data(), data_or_null(s.y), s.x.data(), m, c,
-             n.mean.data(), n.invstd.data(), data_or_null(s.weight), data_or_null(s.bias), s.activation, sum_dz.data(),
-             sum_dz_xhat.data(), reduction_workspace(dy.dtype(), m, c, dy.device(), ws));
+  if (pooled) {
+    CNN_CPU_KERNEL(batch_norm_relu_max_pool_backward_reduce, dy.dtype(), pooled->g, dy.data(),
+                   pooled->argmax.data_as<int32_t>(), s.x.data(), n.mean.data(), n.invstd.data(),
+                   data_or_null(s.weight), data_or_null(s.bias), sum_dz.data(), sum_dz_xhat.data());
+  } else {
+    Tensor ws;
+    CNN_KERNEL(dy.device(), batch_norm_backward_reduce, dy.dtype(), dy.data(), data_or_null(s.y), s.x.data(), m, c,
+               n.mean.data(), n.invstd.data(), data_or_null(s.weight), data_or_null(s.bias), s.activation,
+               sum_dz.data(), sum_dz_xhat.data(), reduction_workspace(dy.dtype(), m, c, dy.device(), ws));
+  }
   std::vector<Tensor> out(4);
   if (s.want_x || s.want_r) {
     const auto [all_dz, all_dz_xhat] = input_gradient_sums(n, sum_dz, sum_dz_xhat);
     Tensor dx = s.want_x ? Tensor::empty(s.x.shape(), s.x.dtype(), s.x.device()) : Tensor();
     Tensor dr = s.want_r ? Tensor::empty(s.x.shape(), s.x.dtype(), s.x.device()) : Tensor();
-    CNN_KERNEL(dy.device(), batch_norm_backward_input, dy.dtype(), dy.data(), data_or_null(s.y), s.x.data(), m, c,
-               n.mean.data(), n.invstd.data(), data_or_null(s.weight), data_or_null(s.bias), all_dz.data(),
-               all_dz_xhat.data(), s.training, s.activation, data_or_null(dx), data_or_null(dr), nullptr);
+    if (pooled && s.want_x)  // (no residual after a pooled BatchNorm)
+      CNN_CPU_KERNEL(batch_norm_relu_max_pool_backward_input, dy.dtype(), pooled->g, dy.data(),
+                     pooled->argmax.data_as<int32_t>(), s.x.data(), n.mean.data(), n.invstd.data(),
+                     data_or_null(s.weight), data_or_null(s.bias), all_dz.data(), all_dz_xhat.data(), s.training,
+                     dx.data());
+    else if (!pooled)
+      CNN_KERNEL(dy.device(), batch_norm_backward_input, dy.dtype(), dy.data(), data_or_null(s.y), s.x.data(), m, c,
+                 n.mean.data(), n.invstd.data(), data_or_null(s.weight), data_or_null(s.bias), all_dz.data(),
+                 all_dz_xhat.data(), s.training, s.activation, data_or_null(dx), data_or_null(dr), nullptr);
     out[0] = dx;
     out[3] = dr;
   }
@@ -190,13 +209,9 @@ Tensor batch_norm_relu_max_pool2d(const Tensor& x, const Tensor& weight, const T
   CNN_CPU_KERNEL(batch_norm_relu_max_pool_forward, x.dtype(), g, x.data(), s.n.mean.data(), s.n.invstd.data(),
                  data_or_null(weight), data_or_null(bias), y.data(), argmax.data_as<int32_t>());
   record_op("batch_norm_relu_max_pool2d", {x, weight, bias}, {y},
-            [s, g, argmax](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
-              // The max-pool's gradient at full size, then the batch norm's backward from it.
-              const Tensor& dy = grads[0];
-              Tensor dz = Tensor::empty(s.x.shape(), dy.dtype(), dy.device());
-              CNN_KERNEL(dy.device(), max_pool2d_backward, dy.dtype(), g, dy.data(), argmax.data_as<int32_t>(),
-                         dz.data());
-              std::vector<Tensor> out = batch_norm_backward(s, dz);
+            [s, pooled = PooledGradient{g, argmax}](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
+              // The batch norm's backward with the max-pool's inside its passes.
+              std::vector<Tensor> out = batch_norm_backward(s, grads[0], &pooled);
               out.pop_back();  // no residual
               return out;
             });

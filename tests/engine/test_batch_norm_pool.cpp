@@ -12,6 +12,9 @@
 #include <vector>
 
 #include "engine/cnn.h"
+#include "kernels/batch_norm.h"
+#include "kernels/batch_norm_pool.h"
+#include "kernels/pool.h"
 
 using namespace cnn;
 
@@ -112,4 +115,71 @@ TEST_CASE("batch_norm_relu_max_pool2d on the CPU: the same bits as batch_norm2d 
       }
     }
   }
+}
+
+// The backward kernels by themselves, on geometries the op never gives them too (overlapping
+// windows, where a pixel's gradient gathers from several outputs, and adaptive bins): the sums and
+// dx are those of max_pool2d_backward followed by batch_norm_backward_reduce/input, bit for bit.
+TEST_CASE("batch_norm_relu_max_pool backward kernels: the bits of the max-pool backward then the BatchNorm passes") {
+  struct Case {
+    const char* name;
+    int64_t h, w, oh, ow;
+    int kernel, stride, pad;
+    bool adaptive;
+  };
+  const Case cases[] = {{"2x2 tiling", 8, 8, 4, 4, 2, 2, 0, false},
+                        {"3x3 stride 2 pad 1 (overlapping)", 9, 9, 5, 5, 3, 2, 1, false},
+                        {"3x3 stride 1 (overlapping)", 7, 7, 5, 5, 3, 1, 0, false},
+                        {"2x2 stride 3 (gaps)", 8, 8, 3, 3, 2, 3, 0, false},
+                        {"adaptive 7 -> 3 (overlapping bins)", 7, 7, 3, 3, 1, 1, 0, true}};
+  for (DType dt : {DType::f32, DType::f64}) {
+    for (bool training : {true, false}) {
+      for (const Case& k : cases) {
+        INFO(dtype_name(dt) << (training ? " train " : " eval ") << k.name);
+        kernels::PoolGeometry g;
+        g.n = 2, g.h = k.h, g.w = k.w, g.c = 11, g.oh = k.oh, g.ow = k.ow;
+        g.kh = g.kw = k.kernel, g.stride_h = g.stride_w = k.stride, g.pad_h = g.pad_w = k.pad;
+        g.adaptive = k.adaptive;
+        const int64_t m = g.n * g.h * g.w;
+        const DType acc = dt;  // the statistics' dtype of f32 and f64 inputs
+        const Tensor x = grid_values({g.n, g.h, g.w, g.c}, 5, false).to(dt);
+        const Tensor mean = Tensor::uniform({g.c}, -0.5, 0.5, 6, acc), invstd = Tensor::uniform({g.c}, 0.5, 2, 7, acc);
+        const Tensor weight = Tensor::uniform({g.c}, -1.5, 1.5, 8, acc), bias = Tensor::uniform({g.c}, -0.5, 0.5, 9, acc);
+        const Tensor pooled = Tensor::empty({g.n, g.oh, g.ow, g.c}, dt);
+        const Tensor argmax = Tensor::empty({g.n, g.oh, g.ow, g.c}, DType::i32);
+        kernels::cpu::batch_norm_relu_max_pool_forward(dt, g, x.data(), mean.data(), invstd.data(), weight.data(),
+                                                       bias.data(), pooled.data(), argmax.data_as<int32_t>());
+        const Tensor dy = Tensor::uniform(pooled.shape(), -1, 1, 10, DType::f64).to(dt);
+
+        // The separate kernels: the full-size gradient, then the two BatchNorm passes.
+        const Tensor dz = Tensor::empty(x.shape(), dt);
+        kernels::cpu::max_pool2d_backward(dt, g, dy.data(), argmax.data_as<int32_t>(), dz.data());
+        const Tensor sums = Tensor::empty({2, g.c}, acc), dx = Tensor::empty(x.shape(), dt);
+        kernels::cpu::batch_norm_backward_reduce(dt, dz.data(), nullptr, x.data(), m, g.c, mean.data(), invstd.data(),
+                                                 weight.data(), bias.data(), BatchNormActivation::relu,
+                                                 sums.slice(0, 1).data(), sums.slice(1, 2).data(), nullptr);
+        kernels::cpu::batch_norm_backward_input(dt, dz.data(), nullptr, x.data(), m, g.c, mean.data(), invstd.data(),
+                                                weight.data(), bias.data(), sums.slice(0, 1).data(),
+                                                sums.slice(1, 2).data(), training, BatchNormActivation::relu,
+                                                dx.data(), nullptr, nullptr);
+
+        const Tensor fused_sums = Tensor::empty({2, g.c}, acc), fused_dx = Tensor::empty(x.shape(), dt);
+        kernels::cpu::batch_norm_relu_max_pool_backward_reduce(
+            dt, g, dy.data(), argmax.data_as<int32_t>(), x.data(), mean.data(), invstd.data(), weight.data(),
+            bias.data(), fused_sums.slice(0, 1).data(), fused_sums.slice(1, 2).data());
+        kernels::cpu::batch_norm_relu_max_pool_backward_input(
+            dt, g, dy.data(), argmax.data_as<int32_t>(), x.data(), mean.data(), invstd.data(), weight.data(),
+            bias.data(), fused_sums.slice(0, 1).data(), fused_sums.slice(1, 2).data(), training, fused_dx.data());
+        CHECK(same_bits(fused_sums, sums));
+        CHECK(same_bits(fused_dx, dx));
+      }
+    }
+  }
+  // The mask comes from x, which needs f32 or f64 (as for batch_norm_backward_reduce without y).
+  kernels::PoolGeometry g;
+  g.n = 1, g.h = g.w = 2, g.c = 1, g.oh = g.ow = 1, g.kh = g.kw = g.stride_h = g.stride_w = 2;
+  CHECK_THROWS_WITH(kernels::cpu::batch_norm_relu_max_pool_backward_reduce(DType::bf16, g, nullptr, nullptr, nullptr,
+                                                                           nullptr, nullptr, nullptr, nullptr,
+                                                                           nullptr, nullptr),
+                    doctest::Contains("needs the forward's output y"));
 }

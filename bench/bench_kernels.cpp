@@ -278,7 +278,7 @@ class Bench {
            });
       // Its backward: the two BatchNorm passes with the pool's gather inside (x, dy and argmax read
       // by each), against max_pool_backward (2x2) and the bn_backward_reduce/input rows.
-      const Tensor sums = empty({2 * g.c}, acc_);
+      const Tensor sum_dz = empty({g.c}, acc_), sum_dz_xhat = empty({g.c}, acc_);
       CNN_CPU_KERNEL(max_pool2d_forward, dt, g2, x.data(), y.data(), argmax.data_as<int32_t>());
       time("max_pool_backward", shape2, "out*(s+4) + in*s",
            static_cast<double>(out) * (s_ + 4) + static_cast<double>(in) * s_,
@@ -286,14 +286,12 @@ class Bench {
       time("bn_relu_max_pool_backward", shape2, "2*(in*s + out*(s+4)) + in*s",
            2 * (static_cast<double>(in) * s_ + static_cast<double>(out) * (s_ + 4)) + static_cast<double>(in) * s_,
            [&] {
-             const auto* sum_dz = static_cast<const char*>(sums.data());
-             const void* sum_dz_xhat = sum_dz + g.c * dtype_size(acc_);
              CNN_CPU_KERNEL(batch_norm_relu_max_pool_backward_reduce, dt, g2, dy.data(), argmax.data_as<int32_t>(),
-                            x.data(), stats.data(), stats.data(), weight.data(), bias.data(), sums.data(),
-                            const_cast<void*>(sum_dz_xhat));
+                            x.data(), stats.data(), stats.data(), weight.data(), bias.data(), sum_dz.data(),
+                            sum_dz_xhat.data());
              CNN_CPU_KERNEL(batch_norm_relu_max_pool_backward_input, dt, g2, dy.data(), argmax.data_as<int32_t>(),
-                            x.data(), stats.data(), stats.data(), weight.data(), bias.data(), sums.data(),
-                            sum_dz_xhat, true, dx.data());
+                            x.data(), stats.data(), stats.data(), weight.data(), bias.data(), sum_dz.data(),
+                            sum_dz_xhat.data(), true, dx.data());
            });
     }
     // Global average pool: mean over the 7x7 positions of [N, 49, 2048].

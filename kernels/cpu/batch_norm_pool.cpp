@@ -10,7 +10,6 @@
 // (1.5x x's bytes) where max_pool2d_backward then batch_norm_backward_reduce/input move 7.5x in all.
 #include "kernels/batch_norm_pool.h"
 
-#include <type_traits>
 #include <vector>
 
 #include "kernels/common/dispatch.h"
@@ -26,20 +25,18 @@ namespace {
 constexpr BatchNormActivation kRelu = BatchNormActivation::relu;
 
 // The gradient of relu(BatchNorm(x)) at x's pixels, gathered from the pooled gradient dy and argmax,
-// row by row as max_pool2d_backward writes it (summed in the compute type, stored as T).
+// row by row as max_pool2d_backward writes it (T is f32 or f64, its own compute type).
 template <class T>
 class GatheredRows {
  public:
-  using C = compute_t<T>;
   GatheredRows(const PoolGeometry& g, const void* dy, const int32_t* argmax)
       : g_(g), covering_(g), dy_(static_cast<const T*>(dy)), argmax_(argmax) {}
 
-  // Writes the rows of pixels first .. first + count - 1 (flat (n * H + iy) * W + ix) to out
-  // [count, C]; sum is room for C values of the caller's thread.
-  void rows(int64_t first, int64_t count, T* __restrict out, C* __restrict sum) const {
+  // Writes the rows of pixels first .. first + count - 1 (flat (n * H + iy) * W + ix) to out [count, C].
+  void rows(int64_t first, int64_t count, T* __restrict out) const {
     int64_t ix = first % g_.w, iy = (first / g_.w) % g_.h, n = first / (g_.w * g_.h);
     for (int64_t k = 0; k < count; ++k) {
-      row(n, iy, ix, out + k * g_.c, sum);
+      row(n, iy, ix, out + k * g_.c);
       if (++ix == g_.w) {
         ix = 0;
         if (++iy == g_.h) iy = 0, ++n;
@@ -47,25 +44,8 @@ class GatheredRows {
     }
   }
 
-  void row(int64_t n, int64_t iy, int64_t ix, T* __restrict out, C* __restrict sum) const {
-    const int64_t oy = covering_.oy0[iy], ox = covering_.ox0[ix];
-    if (covering_.oy1[iy] - oy == 1 && covering_.ox1[ix] - ox == 1) {
-      // One window covers the pixel (the usual case; the op's windows do not overlap): the gather's
-      // sum with one term, 0 + (the gradient where the argmax points here, else 0), without its loop.
-      const int64_t at = ((n * g_.oh + oy) * g_.ow + ox) * g_.c;
-      const int32_t* __restrict where = argmax_ + at;
-      const T* __restrict grad = dy_ + at;
-      const int32_t pos = static_cast<int32_t>(iy * g_.w + ix);
-      for (int64_t c = 0; c < g_.c; ++c)
-        out[c] = from_compute<T>(C(0) + (where[c] == pos ? to_compute(grad[c]) : C(0)));
-      return;
-    }
-    if constexpr (std::is_same_v<T, C>) {
-      pool_loops::max_pool_input_gradient<T, C>(g_, covering_, dy_, argmax_, n, iy, ix, out);
-    } else {
-      pool_loops::max_pool_input_gradient<T, C>(g_, covering_, dy_, argmax_, n, iy, ix, sum);
-      for (int64_t c = 0; c < g_.c; ++c) out[c] = from_compute<T>(sum[c]);
-    }
+  void row(int64_t n, int64_t iy, int64_t ix, T* __restrict out) const {
+    max_pool_input_gradient<T, T>(g_, covering_, dy_, argmax_, n, iy, ix, out);
   }
 
  private:
@@ -75,20 +55,16 @@ class GatheredRows {
   const int32_t* argmax_;
 };
 
-// Room for `count` values of T (and as many of its compute type) per thread, kept between calls.
-template <class T>
-struct RowBuffers {
-  std::vector<T> rows;
-  std::vector<compute_t<T>> sum;
-  static RowBuffers& of_this_thread(int64_t count) {
-    thread_local RowBuffers buffers;
-    if (buffers.rows.size() < static_cast<size_t>(count)) {
-      buffers.rows.resize(static_cast<size_t>(count));
-      buffers.sum.resize(static_cast<size_t>(count));
-    }
-    return buffers;
-  }
-};
+// f(float{}) or f(double{}): the backward kernels take the relu mask from x, which needs f32 or f64
+// (mask_for refuses the others with its message).
+template <class F>
+void dispatch_mask_from_input(DType dt, const char* kernel, F&& f) {
+  mask_for(kRelu, nullptr, dt, kernel);
+  if (dt == DType::f64)
+    f(double{});
+  else
+    f(float{});
+}
 }  // namespace
 
 void batch_norm_relu_max_pool_forward(DType dt, const PoolGeometry& g, const void* x, const void* mean,
@@ -111,8 +87,7 @@ void batch_norm_relu_max_pool_forward(DType dt, const PoolGeometry& g, const voi
 void batch_norm_relu_max_pool_backward_reduce(DType dt, const PoolGeometry& g, const void* dy, const int32_t* argmax,
                                               const void* x, const void* mean, const void* invstd, const void* weight,
                                               const void* bias, void* sum_dz, void* sum_dz_xhat, Stream) {
-  mask_for(kRelu, nullptr, dt, "batch_norm_relu_max_pool_backward_reduce");  // f32 and f64 only
-  dispatch_floating(dt, "batch_norm_relu_max_pool_backward_reduce", [&](auto tag) {
+  dispatch_mask_from_input(dt, "batch_norm_relu_max_pool_backward_reduce", [&](auto tag) {
     using T = decltype(tag);
     using A = compute_t<T>;
     const ChannelParameters<A> p(mean, invstd, weight, bias, g.c);
@@ -120,9 +95,10 @@ void batch_norm_relu_max_pool_backward_reduce(DType dt, const PoolGeometry& g, c
     const T* xs = static_cast<const T*>(x);
     // The row blocks and groups of batch_norm_backward_reduce, over rows gathered a group at a time.
     const std::vector<double> sums = channel_sums<2>(g.n * g.h * g.w, g.c, [&](int64_t r, int64_t n, double* acc) {
-      RowBuffers<T>& buffers = RowBuffers<T>::of_this_thread(kRowGroup * g.c);
-      gathered.rows(r, n, buffers.rows.data(), buffers.sum.data());
-      backward_reduce_rows<T, Mask::from_input>(buffers.rows.data(), nullptr, xs + r * g.c, n, g.c, p, acc, acc + g.c);
+      thread_local std::vector<T> buffer;  // a group of gathered rows, kept between calls
+      buffer.resize(static_cast<size_t>(kRowGroup * g.c));
+      gathered.rows(r, n, buffer.data());
+      backward_reduce_rows<T, Mask::from_input>(buffer.data(), nullptr, xs + r * g.c, n, g.c, p, acc, acc + g.c);
     });
     store_sums(sums, g.c, static_cast<A*>(sum_dz), static_cast<A*>(sum_dz_xhat));
   });
@@ -132,8 +108,7 @@ void batch_norm_relu_max_pool_backward_input(DType dt, const PoolGeometry& g, co
                                              const void* x, const void* mean, const void* invstd, const void* weight,
                                              const void* bias, const void* sum_dz, const void* sum_dz_xhat,
                                              bool training, void* dx, Stream) {
-  mask_for(kRelu, nullptr, dt, "batch_norm_relu_max_pool_backward_input");  // f32 and f64 only
-  dispatch_floating(dt, "batch_norm_relu_max_pool_backward_input", [&](auto tag) {
+  dispatch_mask_from_input(dt, "batch_norm_relu_max_pool_backward_input", [&](auto tag) {
     using T = decltype(tag);
     using A = compute_t<T>;
     const ChannelParameters<A> p(mean, invstd, weight, bias, g.c);
@@ -142,12 +117,12 @@ void batch_norm_relu_max_pool_backward_input(DType dt, const PoolGeometry& g, co
     const T* xs = static_cast<const T*>(x);
     T* dxs = static_cast<T*>(dx);
     with_training(training, [&](auto training_constant) {
-      const auto make_scratch = [&] { return RowBuffers<T>{std::vector<T>(g.c), std::vector<A>(g.c)}; };
-      parallel_pixels(g.n, g.h, g.w, make_scratch, [&](RowBuffers<T>& row, int64_t n, int64_t iy, int64_t ix) {
+      const auto make_scratch = [&] { return std::vector<T>(static_cast<size_t>(g.c)); };
+      parallel_pixels(g.n, g.h, g.w, make_scratch, [&](std::vector<T>& row, int64_t n, int64_t iy, int64_t ix) {
         const int64_t at = ((n * g.h + iy) * g.w + ix) * g.c;
-        gathered.row(n, iy, ix, row.rows.data(), row.sum.data());
-        backward_input_row<T, Mask::from_input, decltype(training_constant)::value>(row.rows.data(), nullptr, xs + at,
-                                                                                     g.c, terms, dxs + at, nullptr);
+        gathered.row(n, iy, ix, row.data());
+        backward_input_row<T, Mask::from_input, decltype(training_constant)::value>(row.data(), nullptr, xs + at, g.c,
+                                                                                     terms, dxs + at, nullptr);
       });
     });
   });

@@ -122,10 +122,19 @@ struct CoveringOutputs {
 template <class T, class C>
 [[gnu::always_inline]] inline void max_pool_input_gradient(const PoolGeometry& g, const CoveringOutputs& covering, const T* dy,
                              const int32_t* argmax, int64_t n, int64_t iy, int64_t ix, C* __restrict acc) {
-  std::fill(acc, acc + g.c, C(0));
   const int32_t pos = static_cast<int32_t>(iy * g.w + ix);
-  const int64_t oy1 = covering.oy1[iy], ox0 = covering.ox0[ix], ox1 = covering.ox1[ix];
-  for (int64_t oy = covering.oy0[iy]; oy < oy1; ++oy)
+  const int64_t oy0 = covering.oy0[iy], oy1 = covering.oy1[iy], ox0 = covering.ox0[ix], ox1 = covering.ox1[ix];
+  if (oy1 - oy0 == 1 && ox1 - ox0 == 1) {
+    // One covering output (always, for windows that do not overlap): the sum below with its one
+    // term, 0 + (the gradient where the argmax points here, else 0), in one pass.
+    const int64_t out = ((n * g.oh + oy0) * g.ow + ox0) * g.c;
+    const int32_t* __restrict where = argmax + out;
+    const T* __restrict grad = dy + out;
+    for (int64_t c = 0; c < g.c; ++c) acc[c] = C(0) + (where[c] == pos ? to_compute(grad[c]) : C(0));
+    return;
+  }
+  std::fill(acc, acc + g.c, C(0));
+  for (int64_t oy = oy0; oy < oy1; ++oy)
     for (int64_t ox = ox0; ox < ox1; ++ox) {
       const int64_t out = ((n * g.oh + oy) * g.ow + ox) * g.c;
       const int32_t* __restrict where = argmax + out;

@@ -18,7 +18,7 @@ const std::map<std::string, std::string> kNoEmulatedTest = {
     {"linear", "cuBLAS GEMM; its bias is an expand_middle, tested with the middle-axis sums"},
     {"conv2d", "cuDNN (kernels/cuda/conv_cudnn.cpp); its bias add is a binary kernel, tested with those"},
     {"batch_norm_relu_max_pool2d", "on CUDA the batch_norm2d and max_pool2d kernels in turn, tested with those; "
-                                   "its fused forward kernel is CPU-only"},
+                                   "its fused forward and backward kernels are CPU-only"},
 };
 }  // namespace
 

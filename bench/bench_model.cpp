@@ -9,8 +9,17 @@
 // noise; the table then shows PyTorch's times and cnn's speed over the faster layout. Without torch
 // the comparison is skipped with the reason.
 //
+// Each timed call follows --rewarm (default 1) untimed calls of its own side. Both sides' OpenMP
+// threads spin for a while after a call before they sleep (libgomp's default wait policy), so a
+// call timed right after the other side's shares the two cores with those spinning threads for its
+// first milliseconds: that slowed whichever side came second by up to 40% on compact_cnn's ~15 ms
+// forward, an artifact of two processes taking turns, not a cost either side has in a loop of its
+// own. After one untimed call the other side's threads are asleep and the timed call sees the warm
+// steady state that a training or inference loop runs in.
+//
 //   bench_model [--model resnet50] [--batch 8] [--size 224] [--device cpu|cuda[:N]] [--dtype f32|f16|bf16]
-//               [--threads N] [--cpu-convolutions onednn|reference] [--repeats 5] [--warmup 2] [--no-train] [--vs-torch] [--json OUT]
+//               [--threads N] [--cpu-convolutions onednn|reference] [--repeats 5] [--warmup 2] [--no-train] [--vs-torch]
+//               [--rewarm 1] [--json OUT]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -54,7 +63,7 @@ int main(int argc, char** argv) {
   // The bench/ folder of the source tree (CMake's CNN_BENCH_DIR): where torch_model.py lives.
   std::string torch_script = (std::filesystem::path(CNN_BENCH_DIR) / "torch_model.py").string();
   int64_t batch = 8, size = 0;
-  int repeats = 5, warmup = 2, threads = 0;
+  int repeats = 5, warmup = 2, threads = 0, rewarm = 1;
   bool no_train = false, vs_torch = false;
   app.add_option("--model", model_name, "model name (see cnn_summary --list)");
   app.add_option("--batch", batch, "images per pass")->check(CLI::PositiveNumber);
@@ -68,6 +77,8 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed calls first")->check(CLI::NonNegativeNumber);
   app.add_flag("--no-train", no_train, "time the forward pass only");
   app.add_flag("--vs-torch", vs_torch, "also run the model in PyTorch (CPU, f32), alternating with cnn");
+  app.add_option("--rewarm", rewarm, "with --vs-torch: untimed calls each side makes just before each timed one")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--torch-script", torch_script, "the PyTorch side of --vs-torch");
   app.add_option("--json", json, "JSON output file");
   CLI11_PARSE(app, argc, argv);
@@ -174,7 +185,11 @@ int main(int argc, char** argv) {
       for (int i = 0; i < warmup; ++i)
         for (size_t who = 0; who < timings.size(); ++who) once(who);
       for (int r = 0; r < repeats; ++r)
-        for (size_t who = 0; who < timings.size(); ++who) timings[who].seconds.push_back(once(who));
+        for (size_t who = 0; who < timings.size(); ++who) {
+          if (timings.size() > 1)
+            for (int k = 0; k < rewarm; ++k) once(who);
+          timings[who].seconds.push_back(once(who));
+        }
 
       nlohmann::json row = {{"phase", phase.name}};
       const double ours = median(timings[0].seconds);
@@ -197,7 +212,7 @@ int main(int argc, char** argv) {
     }
     nlohmann::json doc = {{"benchmark", "bench_model"}, {"model", model_name}, {"batch", batch},  {"size", size},
                           {"device", device.str()},     {"dtype", dtype_text},  {"threads", threads},
-                          {"repeats", repeats},         {"warmup", warmup},     {"phases", rows},
+                          {"repeats", repeats},         {"warmup", warmup},     {"rewarm", rewarm},     {"phases", rows},
                           {"cpu_convolutions", cpu_convolutions_name(cpu_convolutions())}};
     if (!torch.empty()) doc["torch"] = torch[0]->hello();
     else doc["torch_skipped"] = torch_skipped;

@@ -145,6 +145,29 @@ class Bench {
     std::fprintf(stderr, ".");
   }
 
+  // A first stage in inference, compact_cnn's (28x28x1 -> 32, 3x3 pad 1, BatchNorm, ReLU, 2x2 max
+  // pool) at 128 images per --batch: the op conv2d_batch_norm_relu_max_pool2d, whose CPU kernel never
+  // stores the convolution's output, against the ops it stands for (the library's convolution, then
+  // bn_relu_max_pool_forward). Ops, with their outputs allocated, as the model runs them.
+  void first_stage_case() {
+    const DType dt = opt_.dtype;
+    const int64_t n = 128 * opt_.batch, hw = 28, c = 32;
+    const Tensor x = random({n, hw, hw, 1}, dt), w = random({c, 3, 3, 1}, dt);
+    const Tensor stats = random({c}, acc_, 0.5, 1.5), weight = random({c}, acc_, 0.5, 1.5), bias = random({c}, acc_);
+    Conv2dOptions conv;
+    conv.pad_h = conv.pad_w = 1;
+    const Pool2dOptions pool;
+    const double in = static_cast<double>(n * hw * hw) * s_, mid = in * c, out = mid / 4;
+    const std::string shape = nhwc(n, hw, 1) + "->" + std::to_string(c) + " 3x3";
+    NoGrad no_grad;
+    time("conv_bn_relu_max_pool_eval", shape, "in*s + out*s", in + out, [&] {
+      conv2d_batch_norm_relu_max_pool2d(x, w, Tensor(), conv, weight, bias, stats, stats, 1e-5, pool);
+    });
+    time("conv_then_bn_relu_max_pool", shape, "in*s + 2*mid*s + out*(s+4)", in + 2 * mid + out * (s_ + 4) / s_, [&] {
+      batch_norm_relu_max_pool2d(conv2d(x, w, Tensor(), conv), weight, bias, stats, stats, false, 0.0, 1e-5, pool);
+    });
+  }
+
   static std::string nhwc(int64_t n, int64_t hw, int64_t c) {
     return std::to_string(n) + "x" + std::to_string(hw) + "x" + std::to_string(hw) + "x" + std::to_string(c);
   }
@@ -293,6 +316,7 @@ class Bench {
                             x.data(), stats.data(), stats.data(), weight.data(), bias.data(), sum_dz.data(),
                             sum_dz_xhat.data(), true, dx.data());
            });
+      first_stage_case();
     }
     // Global average pool: mean over the 7x7 positions of [N, 49, 2048].
     const Tensor features = random({opt_.batch, 49, 2048}, dt);

@@ -126,6 +126,22 @@ struct Pool2dOptions {
 Tensor batch_norm_relu_max_pool2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                                   const Tensor& running_var, bool training, double momentum, double eps,
                                   const Pool2dOptions& pool, distributed::Communicator* sync = nullptr);
+
+// Inference of a first stage: max_pool2d(batch_norm2d(conv2d(x, conv_weight, conv_bias, conv), eval, relu),
+// pool), the BatchNorm with its running statistics (engine/ops/batch_norm.cpp). On the CPU in f32/f64,
+// for groups 1, at most 4 input channels (an image) and windows that cannot overlap, when no gradient
+// is being recorded, the kernel of kernels/conv_batch_norm_pool.h never stores the convolution's
+// output; its values then equal the separate ops' up to the rounding of the convolution's sum.
+// Otherwise it is those ops, with their gradients.
+Tensor conv2d_batch_norm_relu_max_pool2d(const Tensor& x, const Tensor& conv_weight, const Tensor& conv_bias,
+                                         const Conv2dOptions& conv, const Tensor& weight, const Tensor& bias,
+                                         const Tensor& running_mean, const Tensor& running_var, double eps,
+                                         const Pool2dOptions& pool);
+// Whether conv2d_batch_norm_relu_max_pool2d runs its one kernel for these inputs (rather than the
+// separate ops).
+bool conv2d_batch_norm_relu_max_pool2d_fuses(const Tensor& x, const Tensor& conv_weight, const Tensor& conv_bias,
+                                             const Conv2dOptions& conv, const Tensor& weight, const Tensor& bias,
+                                             const Pool2dOptions& pool);
 // Ties: the first (row-major) wins; a NaN in a window wins (the first NaN), as in PyTorch.
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options);
 Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options);

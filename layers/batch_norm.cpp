@@ -33,16 +33,33 @@ Tensor BatchNorm2d::forward_fused_max_pool(const Tensor& x, const Pool2dOptions&
   return normalize(x, BatchNormActivation::relu, Tensor(), &pool);
 }
 
-Tensor BatchNorm2d::normalize(const Tensor& x, BatchNormActivation activation, const Tensor& residual,
-                              const Pool2dOptions* pool) {
+Tensor BatchNorm2d::forward_conv_fused_max_pool(Conv2d& conv, const Tensor& x, const Pool2dOptions& pool) {
+  const DType statistics = accumulate_dtype(x.dtype());
+  const auto affine = [&](const Tensor& p) { return p.dtype() == statistics ? p : cast(p, statistics); };
+  if (training() || x.dtype() != conv.weight().dtype() ||
+      !conv2d_batch_norm_relu_max_pool2d_fuses(x, conv.weight(), conv.bias(), conv.options(), weight(), bias(), pool))
+    return forward_fused_max_pool(conv(x), pool);  // each module in its own span
+  const profiler::ModuleScope span(name(), type_name(), device());  // the convolution's time included
+  keep_statistics_in(x.dtype());
+  return conv2d_batch_norm_relu_max_pool2d(x, conv.weight(), conv.bias(), conv.options(), affine(weight()),
+                                           affine(bias()), running_mean(), running_var(), eps_, pool);
+}
+
+DType BatchNorm2d::keep_statistics_in(DType input) {
   // Statistics and affine terms are kept in the accumulation dtype of the input: f32 for f32, f16 and
   // bf16 activations, f64 for f64 (gradient checks). The running statistics follow it for good.
-  const DType statistics = accumulate_dtype(x.dtype());
+  const DType statistics = accumulate_dtype(input);
   if (running_mean().dtype() != statistics) {
     NoGrad no_grad;
     set_buffer(running_mean_, running_mean().to(statistics));
     set_buffer(running_var_, running_var().to(statistics));
   }
+  return statistics;
+}
+
+Tensor BatchNorm2d::normalize(const Tensor& x, BatchNormActivation activation, const Tensor& residual,
+                              const Pool2dOptions* pool) {
+  const DType statistics = keep_statistics_in(x.dtype());
   Tensor mean = running_mean();
   Tensor var = running_var();
   double momentum = momentum_;

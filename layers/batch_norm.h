@@ -11,6 +11,7 @@
 
 #include "engine/distributed/communicator.h"
 #include "engine/ops.h"
+#include "layers/conv2d.h"
 #include "layers/module.h"
 
 namespace cnn {
@@ -29,6 +30,10 @@ class BatchNorm2d : public Module {
   // Normalisation, ReLU and max_pool2d with `pool` as one engine op (batch_norm_relu_max_pool2d: the
   // same bits as the three in turn), in this module's profiler span.
   Tensor forward_fused_max_pool(const Tensor& x, const Pool2dOptions& pool);
+  // conv, then forward_fused_max_pool. In eval mode one engine op (conv2d_batch_norm_relu_max_pool2d,
+  // which for a first layer on the CPU never stores the convolution's output), in this module's
+  // profiler span alone (the convolution has none of its own then).
+  Tensor forward_conv_fused_max_pool(Conv2d& conv, const Tensor& x, const Pool2dOptions& pool);
   // Initialise the scale to zero instead of one (the last BN of a residual block, so that each block
   // starts as the identity).
   void zero_init_weight();
@@ -57,6 +62,8 @@ class BatchNorm2d : public Module {
 
  private:
   int64_t count_batch();  // with the cumulative average: counts the batch, returns the new count
+  // The statistics dtype for inputs of dtype `input`, with the running statistics moved to it.
+  DType keep_statistics_in(DType input);
   // forward_fused (or, with `pool`, forward_fused_max_pool) without its span.
   Tensor normalize(const Tensor& x, BatchNormActivation activation, const Tensor& residual,
                    const Pool2dOptions* pool = nullptr);

@@ -26,6 +26,7 @@ class Conv2d : public Module {
 
   Shape infer_shape(const Shape& input, ShapeTrace& trace) const override;
   const Conv2dSpec& spec() const { return spec_; }
+  const Conv2dOptions& options() const { return options_; }
   const Tensor& weight() const { return parameter(weight_); }
   Tensor bias() const { return spec_.bias ? parameter(bias_) : Tensor(); }
 

@@ -3,6 +3,7 @@
 
 #include "layers/activation.h"
 #include "layers/batch_norm.h"
+#include "layers/conv2d.h"
 #include "layers/pool.h"
 #include "layers/shape_trace.h"
 
@@ -13,6 +14,18 @@ Sequential::Sequential(std::string type_name) : Module(std::move(type_name)) {}
 Tensor Sequential::compute(const Tensor& x) {
   Tensor y = x;
   for (size_t i = 0; i < size(); ++i) {
+    if (auto* conv = dynamic_cast<Conv2d*>(&(*this)[i]); conv != nullptr && i + 3 < size()) {
+      // A first stage in eval mode: conv, BatchNorm, ReLU and max-pool as one op.
+      auto* norm = dynamic_cast<BatchNorm2d*>(&(*this)[i + 1]);
+      auto* relu = dynamic_cast<Activation*>(&(*this)[i + 2]);
+      auto* pool = dynamic_cast<MaxPool2d*>(&(*this)[i + 3]);
+      if (norm != nullptr && !norm->training() && relu != nullptr && relu->kind() == ActivationKind::relu &&
+          pool != nullptr) {
+        y = norm->forward_conv_fused_max_pool(*conv, y, pool->options());
+        i += 3;
+        continue;
+      }
+    }
     auto* norm = dynamic_cast<BatchNorm2d*>(&(*this)[i]);
     auto* next = i + 1 < size() ? dynamic_cast<Activation*>(&(*this)[i + 1]) : nullptr;
     if (norm != nullptr && next != nullptr && next->kind() == ActivationKind::relu) {

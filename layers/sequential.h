@@ -2,7 +2,8 @@
 // their parameters are "features.3.weight" and the like); add() gives a name, which is how the models
 // are built (ResNet: conv1, bn1, relu, maxpool, layer1..layer4, avgpool, flatten, fc). A BatchNorm2d
 // directly followed by a ReLU runs as one fused engine call, and with a MaxPool2d after the ReLU as
-// one call of all three (batch_norm_relu_max_pool2d); the tree and the state_dict keep them all.
+// one call of all three (batch_norm_relu_max_pool2d); in eval mode a Conv2d before the BatchNorm2d
+// joins them (conv2d_batch_norm_relu_max_pool2d). The tree and the state_dict keep them all.
 #pragma once
 #include <memory>
 #include <string>

@@ -315,6 +315,20 @@ void batch_norms(std::vector<OpCase>& cases) {
           {tensor(pooled_x, large_pooled_x, -2, 2), weight, bias, running_mean, running_var}, tolerances);
     }
   }
+
+  // A first stage in inference (conv, BatchNorm with running statistics, ReLU, 2x2 max-pool). The
+  // gradient check records the op, which then runs the separate ops; the agreement test does not,
+  // so the CPU runs the fused kernel of kernels/conv_batch_norm_pool.h against CUDA's separate ops.
+  // (tests/engine/test_conv_batch_norm_pool.cpp compares the kernel with the separate ops.)
+  Conv2dOptions conv;
+  conv.pad_h = conv.pad_w = 1;
+  add(cases, "conv2d_batch_norm_relu_max_pool2d 3x3 pad 1, 2x2", "conv2d_batch_norm_relu_max_pool2d",
+      [conv](In v) {
+        return conv2d_batch_norm_relu_max_pool2d(v[0], v[1], v[2], conv, v[3], v[4], v[5], v[6], 1e-5, Pool2dOptions{});
+      },
+      {tensor({2, 6, 7, 1}, {16, 28, 28, 1}, -2, 2), tensor({3, 3, 3, 1}, {48, 3, 3, 1}, -0.5, 0.5),
+       tensor({3}, {48}, -0.5, 0.5), weight, bias, running_mean, running_var},
+      {{DType::f32, 2e-3}});  // TF32 may be used for the convolution on the GPU, as in the conv2d cases
 }
 
 void pools(std::vector<OpCase>& cases) {

@@ -8,19 +8,39 @@
 #include "engine/ops.h"
 #include "engine/ops/kernel_workspace.h"
 #include "engine/ops/op_checks.h"
+#include "engine/ops/conv_geometry.h"
 #include "engine/ops/pool_geometry.h"
 #include "engine/tape.h"
 #include "kernels/batch_norm.h"
 #include "kernels/batch_norm_pool.h"
+#include "kernels/conv_batch_norm_pool.h"
 
 namespace cnn {
 
 namespace {
-void check_channel_tensor(const char* what, const Tensor& t, const Tensor& x, DType acc, int64_t c) {
-  if (!t.defined()) return;
-  CNN_CHECK(t.dim() == 1 && t.size(0) == c && t.dtype() == acc && t.device() == x.device(), "batch_norm2d: ", what,
-            " must be ", dtype_name(acc), " [", c, "] on ", x.device().str(), " for input ", describe(x), ", got ",
-            describe(t));
+// batch_norm2d's checks of the per-channel tensors for an input of c channels, accumulate dtype acc,
+// on `device` (`input` describes it in the messages).
+void check_channel_tensors(const std::string& input, const Device& device, DType acc, int64_t c, const Tensor& weight,
+                           const Tensor& bias, const Tensor& running_mean, const Tensor& running_var) {
+  const auto check = [&](const char* what, const Tensor& t) {
+    if (!t.defined()) return;
+    CNN_CHECK(t.dim() == 1 && t.size(0) == c && t.dtype() == acc && t.device() == device, "batch_norm2d: ", what,
+              " must be ", dtype_name(acc), " [", c, "] on ", device.str(), " for input ", input, ", got ",
+              describe(t));
+  };
+  check("weight", weight);
+  check("bias", bias);
+  check("running_mean", running_mean);
+  check("running_var", running_var);
+}
+
+// Eval mode's inverse standard deviation, of the running variance.
+Tensor running_invstd(const Tensor& running_var, double eps, int64_t m) {
+  NoGrad no_grad;
+  Tensor invstd = Tensor::empty(running_var.shape(), running_var.dtype(), running_var.device());
+  CNN_KERNEL(running_var.device(), batch_norm_update_stats, running_var.dtype(), nullptr, running_var.data(),
+             running_var.numel(), m, nullptr, 0.0, eps, invstd.data(), nullptr, nullptr);
+  return invstd;
 }
 
 void* data_or_null(const Tensor& t) { return t.defined() ? t.data() : nullptr; }
@@ -56,10 +76,7 @@ Normalisation prepare_normalisation(const Tensor& x, const Tensor& weight, const
   n.m = x.numel() / std::max<int64_t>(n.c, 1);
   n.acc = accumulate_dtype(x.dtype());
   const int64_t c = n.c, m = n.m;
-  check_channel_tensor("weight", weight, x, n.acc, c);
-  check_channel_tensor("bias", bias, x, n.acc, c);
-  check_channel_tensor("running_mean", running_mean, x, n.acc, c);
-  check_channel_tensor("running_var", running_var, x, n.acc, c);
+  check_channel_tensors(describe(x), x.device(), n.acc, c, weight, bias, running_mean, running_var);
   CNN_CHECK(training || (running_mean.defined() && running_var.defined()),
             "batch_norm2d: eval mode needs running_mean and running_var");
   CNN_CHECK(running_mean.defined() == running_var.defined(), "batch_norm2d: pass both running_mean and running_var "
@@ -70,8 +87,8 @@ Normalisation prepare_normalisation(const Tensor& x, const Tensor& weight, const
   // SyncBN (also over a world of one rank, where it computes what plain batch norm does).
   n.across = training && sync ? sync : nullptr;
   NoGrad no_grad;
-  n.invstd = Tensor::empty({c}, n.acc, x.device());
   if (training) {
+    n.invstd = Tensor::empty({c}, n.acc, x.device());
     n.mean = Tensor::empty({c}, n.acc, x.device());
     Tensor var = Tensor::empty({c}, n.acc, x.device());
     Tensor ws;
@@ -90,8 +107,7 @@ Normalisation prepare_normalisation(const Tensor& x, const Tensor& weight, const
                n.invstd.data(), data_or_null(running_mean), data_or_null(running_var));
   } else {
     n.mean = running_mean.detach().clone();
-    CNN_KERNEL(x.device(), batch_norm_update_stats, n.acc, nullptr, running_var.data(), c, m, nullptr, 0.0, eps,
-               n.invstd.data(), nullptr, nullptr);
+    n.invstd = running_invstd(running_var, eps, m);
   }
   return n;
 }
@@ -215,6 +231,39 @@ Tensor batch_norm_relu_max_pool2d(const Tensor& x, const Tensor& weight, const T
               out.pop_back();  // no residual
               return out;
             });
+  return y;
+}
+
+bool conv2d_batch_norm_relu_max_pool2d_fuses(const Tensor& x, const Tensor& conv_weight, const Tensor& conv_bias,
+                                             const Conv2dOptions& conv, const Tensor& weight, const Tensor& bias,
+                                             const Pool2dOptions& pool) {
+  const bool disjoint_windows = pool.stride_h >= pool.kernel_h && pool.stride_w >= pool.kernel_w;
+  return x.device().is_cpu() && (x.dtype() == DType::f32 || x.dtype() == DType::f64) && conv.groups == 1 &&
+         x.dim() == 4 && x.size(3) <= kernels::cpu::kConvPoolMaxInputChannels && disjoint_windows &&
+         !needs_record({&x, &conv_weight, &conv_bias, &weight, &bias});
+}
+
+Tensor conv2d_batch_norm_relu_max_pool2d(const Tensor& x, const Tensor& conv_weight, const Tensor& conv_bias,
+                                         const Conv2dOptions& conv, const Tensor& weight, const Tensor& bias,
+                                         const Tensor& running_mean, const Tensor& running_var, double eps,
+                                         const Pool2dOptions& pool) {
+  if (!conv2d_batch_norm_relu_max_pool2d_fuses(x, conv_weight, conv_bias, conv, weight, bias, pool))
+    return batch_norm_relu_max_pool2d(conv2d(x, conv_weight, conv_bias, conv), weight, bias, running_mean, running_var,
+                                      false, 0.0, eps, pool);
+  const kernels::ConvGeometry cg = op_geometry::conv_windows(x, conv_weight, conv_bias, conv);
+  const std::string conv_output = detail::concat("the convolution's output ", Shape({cg.n, cg.oh, cg.ow, cg.o}).str());
+  kernels::PoolGeometry input{.n = cg.n, .h = cg.oh, .w = cg.ow, .c = cg.o};
+  const kernels::PoolGeometry pg =
+      op_geometry::pool_windows_over("conv2d_batch_norm_relu_max_pool2d", input, conv_output, pool);
+  const DType acc = accumulate_dtype(x.dtype());
+  check_channel_tensors(conv_output, x.device(), acc, cg.o, weight, bias, running_mean, running_var);
+  CNN_CHECK(running_mean.defined() && running_var.defined(),
+            "conv2d_batch_norm_relu_max_pool2d: needs running_mean and running_var (it normalises as eval mode)");
+  const Tensor invstd = running_invstd(running_var, eps, cg.n * cg.oh * cg.ow);
+  Tensor y = Tensor::empty({pg.n, pg.oh, pg.ow, pg.c}, x.dtype(), x.device());
+  CNN_CPU_KERNEL(conv_batch_norm_relu_max_pool_forward, x.dtype(), cg, pg, x.data(), conv_weight.data(),
+                 data_or_null(conv_bias), running_mean.data(), invstd.data(), data_or_null(weight), data_or_null(bias),
+                 y.data());
   return y;
 }
 

@@ -7,6 +7,7 @@
 #include "engine/graph.h"
 #include "engine/cudnn_conv.h"
 #include "engine/ops.h"
+#include "engine/ops/conv_geometry.h"
 #include "engine/ops/op_checks.h"
 #include "engine/profiler.h"
 #include "engine/tape.h"
@@ -92,11 +93,18 @@ Tensor conv_backward_filter(const ConvGeometry& g, const Tensor& x, const Tensor
 }
 }  // namespace
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
+namespace op_geometry {
+ConvGeometry conv_windows(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
   check_conv(x, weight, bias, options);
   const ConvGeometry g = geometry(x, weight, options);
   CNN_CHECK(g.oh > 0 && g.ow > 0, "conv2d: input ", describe(x), " is smaller than the dilated kernel ", describe(weight),
             " with padding ", options.pad_h, "x", options.pad_w, ": the output would be empty");
+  return g;
+}
+}  // namespace op_geometry
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
+  const ConvGeometry g = op_geometry::conv_windows(x, weight, bias, options);
   Tensor y = conv_forward(g, x, weight);
   const int64_t rows = g.n * g.oh * g.ow;
   if (bias.defined()) {

@@ -27,7 +27,10 @@ PoolGeometry pool_input(const char* op, const Tensor& x) {
 }
 
 PoolGeometry pool_windows(const char* op, const Tensor& x, const Pool2dOptions& o) {
-  PoolGeometry g = pool_input(op, x);
+  return pool_windows_over(op, pool_input(op, x), describe(x), o);
+}
+
+PoolGeometry pool_windows_over(const char* op, PoolGeometry g, const std::string& input, const Pool2dOptions& o) {
   CNN_CHECK(o.kernel_h > 0 && o.kernel_w > 0 && o.stride_h > 0 && o.stride_w > 0, op,
             ": kernel and stride must be positive");
   CNN_CHECK(o.pad_h >= 0 && o.pad_w >= 0 && 2 * o.pad_h <= o.kernel_h && 2 * o.pad_w <= o.kernel_w, op,
@@ -42,7 +45,7 @@ PoolGeometry pool_windows(const char* op, const Tensor& x, const Pool2dOptions& 
   g.count_include_pad = o.count_include_pad;
   g.oh = window_output_size(g.h, o.kernel_h, o.stride_h, o.pad_h, 1, o.ceil_mode);
   g.ow = window_output_size(g.w, o.kernel_w, o.stride_w, o.pad_w, 1, o.ceil_mode);
-  CNN_CHECK(g.oh > 0 && g.ow > 0, op, ": input ", describe(x), " is smaller than the ", o.kernel_h, "x", o.kernel_w,
+  CNN_CHECK(g.oh > 0 && g.ow > 0, op, ": input ", input, " is smaller than the ", o.kernel_h, "x", o.kernel_w,
             " window");
   return g;
 }

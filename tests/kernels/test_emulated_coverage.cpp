@@ -19,6 +19,8 @@ const std::map<std::string, std::string> kNoEmulatedTest = {
     {"conv2d", "cuDNN (kernels/cuda/conv_cudnn.cpp); its bias add is a binary kernel, tested with those"},
     {"batch_norm_relu_max_pool2d", "on CUDA the batch_norm2d and max_pool2d kernels in turn, tested with those; "
                                    "its fused forward and backward kernels are CPU-only"},
+    {"conv2d_batch_norm_relu_max_pool2d", "on CUDA conv2d then batch_norm_relu_max_pool2d, tested with those; its "
+                                          "fused inference kernel is CPU-only"},
 };
 }  // namespace
 

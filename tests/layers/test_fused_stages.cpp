@@ -1,13 +1,17 @@
 // A Sequential of BatchNorm2d, ReLU and MaxPool2d (compact_cnn's and VGG's stages, ResNet's stem)
-// runs them as one batch_norm_relu_max_pool2d call, with the results of the three modules.
+// runs them as one batch_norm_relu_max_pool2d call, with the results of the three modules; in eval
+// mode a Conv2d before them joins them (conv2d_batch_norm_relu_max_pool2d).
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "engine/cnn.h"
 #include "engine/profiler.h"
 #include "layers/activation.h"
 #include "layers/batch_norm.h"
+#include "layers/conv2d.h"
 #include "layers/pool.h"
 #include "layers/sequential.h"
 
@@ -41,4 +45,61 @@ TEST_CASE("A Sequential of BatchNorm2d, ReLU and MaxPool2d runs the fused op, wi
   CHECK(same_bits(y, expected));
   CHECK(same_bits(bn.running_mean(), mean));
   CHECK(same_bits(bn.running_var(), var));
+}
+
+TEST_CASE("In eval mode a Sequential of Conv2d, BatchNorm2d, ReLU and MaxPool2d runs the conv-stage op") {
+  Sequential stage;
+  stage.push_back(std::make_unique<Conv2d>(Conv2dSpec{.in_channels = 1, .out_channels = 32, .kernel = 3, .padding = 1}));
+  stage.push_back(std::make_unique<BatchNorm2d>(32));
+  stage.push_back(std::make_unique<Activation>(ActivationKind::relu));
+  stage.push_back(std::make_unique<MaxPool2d>(2));
+  stage.initialize(3);
+  const Tensor x = Tensor::uniform({4, 10, 10, 1}, -2, 2, 5);
+  {
+    // Running statistics away from 0 and 1, so that the normalisation is seen.
+    NoGrad no_grad;
+    auto& bn = dynamic_cast<BatchNorm2d&>(stage[1]);
+    Tensor(bn.running_mean()).copy_(Tensor::uniform({32}, -0.5, 0.5, 8));
+    Tensor(bn.running_var()).copy_(Tensor::uniform({32}, 0.5, 2.0, 9));
+  }
+  // The modules one at a time: the reference.
+  const auto one_at_a_time = [&](const Tensor& input) {
+    Tensor y = input;
+    for (size_t i = 0; i < stage.size(); ++i) y = stage[i](y);
+    return y;
+  };
+  const auto ran_kernel = [](const profiler::Recording& recording, const char* kernel) {
+    for (const profiler::Span& span : recording.spans)
+      if (span.name == kernel) return true;
+    return false;
+  };
+
+  SUBCASE("eval, no gradient: the fused kernel, the modules' values up to the convolution's rounding") {
+    stage.eval();
+    NoGrad no_grad;
+    profiler::start();
+    const Tensor y = stage(x);
+    const profiler::Recording recording = profiler::stop();
+    CHECK(ran_kernel(recording, "conv_batch_norm_relu_max_pool_forward"));
+    const Tensor expected = one_at_a_time(x);
+    REQUIRE(y.shape() == expected.shape());
+    const std::vector<double> a = y.to_doubles(), b = expected.to_doubles();
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / (1 + std::abs(b[i])));
+    CHECK(worst < 2e-6);
+  }
+  SUBCASE("training: the conv, then the BatchNorm + ReLU + max-pool op, the modules' bits") {
+    stage.train();
+    profiler::start();
+    const Tensor y = stage(x);
+    const profiler::Recording recording = profiler::stop();
+    CHECK_FALSE(ran_kernel(recording, "conv_batch_norm_relu_max_pool_forward"));
+    CHECK(ran_kernel(recording, "batch_norm_relu_max_pool_forward"));
+    stage.eval();  // the reference must not update the running statistics a second time
+    auto& bn = dynamic_cast<BatchNorm2d&>(stage[1]);
+    const Tensor expected = max_pool2d(
+        batch_norm2d(stage[0](x), bn.weight(), bn.bias(), Tensor(), Tensor(), true, 0.1, 1e-5, BatchNormActivation::relu),
+        Pool2dOptions{});
+    CHECK(same_bits(y, expected));
+  }
 }

@@ -12,9 +12,8 @@
 // Each timed call follows --rewarm (default 1) untimed calls of its own side. Both sides' OpenMP
 // threads spin for a while after a call before they sleep (libgomp's default wait policy), so a
 // call timed right after the other side's shares the two cores with those spinning threads for its
-// first milliseconds: that slowed whichever side came second by up to 40% on compact_cnn's ~15 ms
-// forward, an artifact of two processes taking turns, not a cost either side has in a loop of its
-// own. After one untimed call the other side's threads are asleep and the timed call sees the warm
+// first milliseconds: on compact_cnn's forward (10-30 ms) that made either side 20-60% slower, an
+// artifact of two processes taking turns, not a cost either side has in a loop of its own. After one untimed call the other side's threads are asleep and the timed call sees the warm
 // steady state that a training or inference loop runs in.
 //
 //   bench_model [--model resnet50] [--batch 8] [--size 224] [--device cpu|cuda[:N]] [--dtype f32|f16|bf16]

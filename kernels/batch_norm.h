@@ -40,7 +40,9 @@ using Stream = void*;
 
 // The relu mask without y (CPU only): the forward wrote y = max(0, z) with z = xhat*weight + bias
 // (kernels/common/batch_norm_math.h), so y > 0 exactly where z > 0. Computed again from x with the
-// same expression in the same type, z is the same number, and the mask the same, for f32 and f64
+// same expression in the same type (one inline function, which GCC contracts into an FMA alike in
+// both; tests/engine/test_batch_norm_relu_mask.cpp checks values where that matters), z is the same
+// number, and the mask the same, for f32 and f64
 // where y holds z unrounded; f16/bf16 round z into y (a tiny z can become 0), and a residual is not
 // at hand, so those cases keep y. The CPU's backward then reads two arrays instead of three.
 // CUDA kernels always take y: nvcc may contract z into an FMA differently in two kernels.

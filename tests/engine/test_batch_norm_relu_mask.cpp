@@ -4,6 +4,7 @@
 // pre-activation is exactly zero; the cases that need y refuse to run without it.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -102,4 +103,41 @@ TEST_CASE("CPU BatchNorm backward: the cases whose mask needs y refuse to run wi
                                                          sums.data() + c, true, BatchNormActivation::relu,
                                                          halves.data(), nullptr),
                        doctest::Contains("relu mask of f16"), Error);
+}
+
+// The mask from x relies on the backward computing z = xhat * weight + bias to the forward's bits.
+// GCC contracts a * b + c into a fused multiply-add in C++ by default (ISO mode too) wherever the
+// instruction set has one, so both must contract it alike. These pre-activations sit where the two
+// roundings part: xhat * weight = 1 + 2^-11 + 2^-24 exactly (f32; 1 + 2^-26 + 2^-54 in f64), so with
+// bias -(1 + 2^-11) z is 0 with the product rounded and 2^-24 fused, and the relu's mask flips
+// between them. Forward and backward must agree on every element, in whole vectors and the tail.
+template <class T>
+void check_mask_where_contraction_matters(DType dt, int bits) {
+  const int64_t m = 8, c = 19;
+  const T e = std::ldexp(T(1), -bits);
+  const std::vector<T> x(static_cast<size_t>(m * c), 1 + e), weight(c, 1 + e), bias(c, -(1 + 2 * e));
+  const std::vector<T> mean(c, 0), invstd(c, 1), dy(static_cast<size_t>(m * c), 1);
+  std::vector<T> y(static_cast<size_t>(m * c), -1);
+  k::cpu::batch_norm_forward(dt, x.data(), m, c, mean.data(), invstd.data(), weight.data(), bias.data(), nullptr,
+                             BatchNormActivation::relu, y.data());
+  std::vector<T> s1_y(c), s2_y(c), s1_x(c), s2_x(c);
+  k::cpu::batch_norm_backward_reduce(dt, dy.data(), y.data(), x.data(), m, c, mean.data(), invstd.data(),
+                                     weight.data(), bias.data(), BatchNormActivation::relu, s1_y.data(), s2_y.data());
+  k::cpu::batch_norm_backward_reduce(dt, dy.data(), nullptr, x.data(), m, c, mean.data(), invstd.data(),
+                                     weight.data(), bias.data(), BatchNormActivation::relu, s1_x.data(), s2_x.data());
+  CHECK(same_bits(s1_y, s1_x));
+  CHECK(same_bits(s2_y, s2_x));
+  std::vector<T> dx_y(static_cast<size_t>(m * c)), dx_x(static_cast<size_t>(m * c));
+  k::cpu::batch_norm_backward_input(dt, dy.data(), y.data(), x.data(), m, c, mean.data(), invstd.data(),
+                                    weight.data(), bias.data(), s1_y.data(), s2_y.data(), false,
+                                    BatchNormActivation::relu, dx_y.data(), nullptr);
+  k::cpu::batch_norm_backward_input(dt, dy.data(), nullptr, x.data(), m, c, mean.data(), invstd.data(),
+                                    weight.data(), bias.data(), s1_x.data(), s2_x.data(), false,
+                                    BatchNormActivation::relu, dx_x.data(), nullptr);
+  CHECK(same_bits(dx_y, dx_x));
+}
+
+TEST_CASE("CPU BatchNorm backward: the mask from x agrees with y where a fused multiply-add would flip it") {
+  check_mask_where_contraction_matters<float>(DType::f32, 12);
+  check_mask_where_contraction_matters<double>(DType::f64, 27);
 }

@@ -13,8 +13,9 @@
 // threads spin for a while after a call before they sleep (libgomp's default wait policy), so a
 // call timed right after the other side's shares the two cores with those spinning threads for its
 // first milliseconds: on compact_cnn's forward (10-30 ms) that made either side 20-60% slower, an
-// artifact of two processes taking turns, not a cost either side has in a loop of its own. After one untimed call the other side's threads are asleep and the timed call sees the warm
-// steady state that a training or inference loop runs in.
+// artifact of two processes taking turns, not a cost either side has in a loop of its own. After
+// one untimed call the other side's threads are asleep and the timed call sees the warm steady
+// state that a training or inference loop runs in.
 //
 //   bench_model [--model resnet50] [--batch 8] [--size 224] [--device cpu|cuda[:N]] [--dtype f32|f16|bf16]
 //               [--threads N] [--cpu-convolutions onednn|reference] [--repeats 5] [--warmup 2] [--no-train] [--vs-torch]

@@ -34,15 +34,18 @@ Tensor BatchNorm2d::forward_fused_max_pool(const Tensor& x, const Pool2dOptions&
 }
 
 Tensor BatchNorm2d::forward_conv_fused_max_pool(Conv2d& conv, const Tensor& x, const Pool2dOptions& pool) {
-  const DType statistics = accumulate_dtype(x.dtype());
-  const auto affine = [&](const Tensor& p) { return p.dtype() == statistics ? p : cast(p, statistics); };
   if (training() || x.dtype() != conv.weight().dtype() ||
       !conv2d_batch_norm_relu_max_pool2d_fuses(x, conv.weight(), conv.bias(), conv.options(), weight(), bias(), pool))
     return forward_fused_max_pool(conv(x), pool);  // each module in its own span
   const profiler::ModuleScope span(name(), type_name(), device());  // the convolution's time included
-  keep_statistics_in(x.dtype());
-  return conv2d_batch_norm_relu_max_pool2d(x, conv.weight(), conv.bias(), conv.options(), affine(weight()),
-                                           affine(bias()), running_mean(), running_var(), eps_, pool);
+  const auto [w, b] = affine_in(keep_statistics_in(x.dtype()));
+  return conv2d_batch_norm_relu_max_pool2d(x, conv.weight(), conv.bias(), conv.options(), w, b, running_mean(),
+                                           running_var(), eps_, pool);
+}
+
+std::pair<Tensor, Tensor> BatchNorm2d::affine_in(DType statistics) const {
+  const auto as = [&](const Tensor& p) { return p.dtype() == statistics ? p : cast(p, statistics); };
+  return {as(weight()), as(bias())};
 }
 
 DType BatchNorm2d::keep_statistics_in(DType input) {
@@ -75,12 +78,10 @@ Tensor BatchNorm2d::normalize(const Tensor& x, BatchNormActivation activation, c
       mirrored_buffer_ = nullptr;    // count_batch's host mirror reads the count again
     }
   }
-  const auto affine = [&](const Tensor& p) { return p.dtype() == statistics ? p : cast(p, statistics); };
+  const auto [w, b] = affine_in(statistics);
   if (pool != nullptr)
-    return batch_norm_relu_max_pool2d(x, affine(weight()), affine(bias()), mean, var, training(), momentum, eps_, *pool,
-                                      sync_.get());
-  return batch_norm2d(x, affine(weight()), affine(bias()), mean, var, training(), momentum, eps_, activation,
-                      residual, sync_.get());
+    return batch_norm_relu_max_pool2d(x, w, b, mean, var, training(), momentum, eps_, *pool, sync_.get());
+  return batch_norm2d(x, w, b, mean, var, training(), momentum, eps_, activation, residual, sync_.get());
 }
 
 int sync_batch_norm(Module& model, const std::shared_ptr<distributed::Communicator>& comm) {

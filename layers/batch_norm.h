@@ -8,6 +8,7 @@
 // batches of every rank.
 #pragma once
 #include <memory>
+#include <utility>
 
 #include "engine/distributed/communicator.h"
 #include "engine/ops.h"
@@ -64,6 +65,8 @@ class BatchNorm2d : public Module {
   int64_t count_batch();  // with the cumulative average: counts the batch, returns the new count
   // The statistics dtype for inputs of dtype `input`, with the running statistics moved to it.
   DType keep_statistics_in(DType input);
+  // weight and bias in the statistics dtype (cast where the masters differ, the cast recorded).
+  std::pair<Tensor, Tensor> affine_in(DType statistics) const;
   // forward_fused (or, with `pool`, forward_fused_max_pool) without its span.
   Tensor normalize(const Tensor& x, BatchNormActivation activation, const Tensor& residual,
                    const Pool2dOptions* pool = nullptr);

@@ -71,12 +71,12 @@ int main(int argc, char** argv) {
   app.add_option("--device", device_text, "cpu, cuda or cuda:N");
   app.add_option("--dtype", dtype_text, "compute dtype: f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
   app.add_option("--threads", threads, "CPU threads, for cnn and PyTorch alike (0: all cores)")->check(CLI::NonNegativeNumber);
-  app.add_option("--cpu-convolutions", convolutions, "f32 CPU convolutions: onednn or reference")
+  app.add_option("--cpu-convolutions", convolutions, "f32 and bf16 CPU convolutions: onednn or reference")
       ->check(CLI::IsMember({"onednn", "reference"}));
   app.add_option("--repeats", repeats, "timed repeats (the median is reported)")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed calls first")->check(CLI::NonNegativeNumber);
   app.add_flag("--no-train", no_train, "time the forward pass only");
-  app.add_flag("--vs-torch", vs_torch, "also run the model in PyTorch (CPU, f32), alternating with cnn");
+  app.add_flag("--vs-torch", vs_torch, "also run the model in PyTorch (CPU; f32, or bf16 autocast), alternating with cnn");
   app.add_option("--rewarm", rewarm, "with --vs-torch: untimed calls each side makes just before each timed one")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--torch-script", torch_script, "the PyTorch side of --vs-torch");
@@ -143,14 +143,14 @@ int main(int argc, char** argv) {
     // PyTorch, one process per layout, started before any timing.
     std::vector<std::unique_ptr<bench::PythonServer>> torch;
     std::string torch_skipped = vs_torch ? "" : "not asked for (--vs-torch)";
-    if (vs_torch && (!device.is_cpu() || dtype != DType::f32)) torch_skipped = "compared on the CPU in f32 only";
+    if (vs_torch && (!device.is_cpu() || dtype == DType::f16)) torch_skipped = "compared on the CPU in f32 and bf16 only";
     if (torch_skipped.empty()) {
       for (const char* layout : {"channels_last", "nchw"}) {
         auto server = std::make_unique<bench::PythonServer>(
             torch_script, std::vector<std::string>{"--model", model_name, "--batch", std::to_string(batch), "--size",
                                                    std::to_string(size), "--channels", std::to_string(info.in_channels),
                                                    "--classes", std::to_string(info.num_classes), "--threads",
-                                                   std::to_string(threads), "--layout", layout});
+                                                   std::to_string(threads), "--layout", layout, "--dtype", dtype_text});
         if (!server->skipped().empty()) {
           torch_skipped = server->skipped();
           torch.clear();

@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", o.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
   app.add_option("--workers", o.workers, "loader worker threads ([data] workers)")->check(CLI::NonNegativeNumber);
   app.add_option("--threads", o.threads, "CPU threads of the CPU backend (0: all cores)")->check(CLI::NonNegativeNumber);
-  app.add_option("--cpu-convolutions", o.cpu_convolutions, "f32 CPU convolutions: auto, onednn or reference ([train] cpu_convolutions)");
+  app.add_option("--cpu-convolutions", o.cpu_convolutions, "f32 and bf16 CPU convolutions: auto, onednn or reference ([train] cpu_convolutions)");
   app.add_flag("--cuda-graphs", o.cuda_graphs, "timed steps replay the step captured after the warm-up ([train] cuda_graphs)");
   app.add_option("--rows", o.rows, "rows of each table shown (profile.json-like output in --json has all)");
   app.add_option("--json", o.json, "JSON output file");

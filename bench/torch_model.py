@@ -3,7 +3,9 @@
 Started once per memory layout (NCHW or channels_last), it builds the model (compact_cnn as
 layers/models/compact_cnn.cpp defines it; the others from torchvision.models with the same names),
 a batch of random images and labels, and torch.optim.SGD (momentum 0.9, weight decay 5e-5, as
-bench_model's own step). It prints one JSON line, {"ready": true, versions} or {"skipped": "<why>"}
+bench_model's own step). With --dtype bf16 the forward and the loss run under
+torch.autocast("cpu", torch.bfloat16), PyTorch's mixed precision on the CPU: f32 parameters,
+convolutions and matrix products in bf16. It prints one JSON line, {"ready": true, versions} or {"skipped": "<why>"}
 when torch cannot be imported or the model is unknown, then answers one request per line on
 stdin with one JSON line, {"seconds": ...}, for a single timed call:
 
@@ -15,7 +17,7 @@ stdin with one JSON line, {"seconds": ...}, for a single timed call:
 so that bench_model can alternate its own calls with these and both see the same machine noise.
 
     python3 bench/torch_model.py --model resnet50 --batch 8 --size 224 --channels 3 --classes 1000 \
-        --threads 2 --layout channels_last
+        --threads 2 --layout channels_last [--dtype bf16]
 """
 import argparse
 import json
@@ -48,6 +50,7 @@ def main():
     parser.add_argument("--classes", type=int, default=1000)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--layout", choices=["nchw", "channels_last"], default="channels_last")
+    parser.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     args = parser.parse_args()
 
     try:
@@ -76,26 +79,34 @@ def main():
     x = torch.randn(args.batch, args.channels, args.size, args.size).to(memory_format=memory_format)
     y = torch.arange(args.batch) % args.classes
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-5)
+    bf16 = args.dtype == "bf16"
+
+    def autocast():
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
+
+    def loss():
+        with autocast():
+            return F.cross_entropy(model(x), y)
 
     def forward():
         model.eval()
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast():
             model(x)
 
     def forward_backward():
         model.train()
-        F.cross_entropy(model(x), y).backward()
+        loss().backward()
         model.zero_grad(set_to_none=True)
 
     def step():
         model.train()
-        F.cross_entropy(model(x), y).backward()
+        loss().backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
     calls = {"forward": forward, "forward_backward": forward_backward, "step": step}
-    answer({"ready": True, "torch": torch.__version__, "layout": args.layout, "threads": torch.get_num_threads(),
-            "mkldnn": torch.backends.mkldnn.is_available()})
+    answer({"ready": True, "torch": torch.__version__, "layout": args.layout, "dtype": args.dtype,
+            "threads": torch.get_num_threads(), "mkldnn": torch.backends.mkldnn.is_available()})
     for line in sys.stdin:
         request = line.strip()
         if request == "quit":

@@ -1,4 +1,4 @@
-// Which implementation runs f32 convolutions on the CPU: oneDNN's primitives (the default where the
+// Which implementation runs f32 and bf16 convolutions on the CPU: oneDNN's primitives (the default where the
 // build has oneDNN; kernels/cpu/conv_onednn.h) or the project's own im2col + OpenBLAS path, which
 // is also the oracle the oneDNN results are tested against and what every other dtype runs.
 #pragma once

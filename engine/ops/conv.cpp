@@ -1,5 +1,5 @@
 // conv2d in NHWC: validation, output size as PyTorch computes it, dispatch to the CPU kernels
-// (oneDNN for f32 where the build has it and cpu_convolutions() says so; else im2col + GEMM, direct
+// (oneDNN for f32 and bf16 where the build has it and cpu_convolutions() says so; else im2col + GEMM, direct
 // depthwise) or cuDNN, bias added as a broadcast over the channel axis.
 // Backward: dx by backward-data, dW by backward-filter, db by summing dy over N, OH, OW.
 #include "engine/backend.h"

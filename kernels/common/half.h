@@ -88,9 +88,12 @@ CNN_HD uint16_t float_to_bf16_bits(float f) {
 #if defined(__CUDA_ARCH__)
   return __bfloat16_as_ushort(__float2bfloat16_rn(f));
 #else
+  // Both results computed and one selected, without a branch, so that loops over arrays of them
+  // vectorize (a branch here left the BatchNorm backward's bf16 loop scalar, ten times slower).
   const uint32_t x = float_bits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet nan
-  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+  const uint32_t quiet_nan = (x >> 16) | 0x40u;
+  const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  return static_cast<uint16_t>((x & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 #endif
 }
 

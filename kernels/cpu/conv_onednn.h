@@ -1,4 +1,4 @@
-// f32 NHWC convolutions through oneDNN (kernels/cpu/conv_onednn.cpp), built when CMake finds oneDNN
+// f32 and bf16 NHWC convolutions through oneDNN (kernels/cpu/conv_onednn.cpp), built when CMake finds oneDNN
 // (CNN_WITH_ONEDNN). Same arguments and results as kernels/cpu/conv.cpp's passes.
 #pragma once
 #include <string>
@@ -10,7 +10,7 @@ namespace cnn::kernels::cpu {
 
 // Runs one pass in the order of ConvBuffers (forward: x, w -> y; backward_data: dy, w -> dx;
 // backward_filter: x, dy -> dw), overwriting `out`, and returns true; or returns false and touches
-// nothing when oneDNN declines: a dtype other than f32, or a geometry for which it has only its
+// nothing when oneDNN declines: a dtype other than f32 and bf16, or a geometry for which it has only its
 // reference implementation. A failure while running throws.
 bool onednn_conv2d(ConvDirection direction, DType dt, const ConvGeometry& g, const void* first, const void* second,
                    void* out);

@@ -142,7 +142,7 @@ std::vector<KeySpec> build_schema() {
       boolean("train", "deterministic", "false", "bitwise reproducible runs (deterministic algorithms only; may be slower)"),
       integer("train", "threads", "0", between(0, 1024), "CPU threads of the CPU backend (0: all cores)"),
       choice("train", "cpu_convolutions", "auto", {"auto", "onednn", "reference"},
-             "f32 CPU convolutions: oneDNN's primitives, or im2col + OpenBLAS (auto: oneDNN where the build has it)"),
+             "f32 and bf16 CPU convolutions: oneDNN's primitives, or im2col + OpenBLAS (auto: oneDNN where the build has it)"),
       boolean("train", "cudnn_benchmark", "true", "time cuDNN algorithms per shape and keep the fastest"),
       real("train", "label_smoothing", "0", unit_open_top(), "label smoothing of the cross-entropy loss"),
       real("train", "mixup", "0", at_least(0), "MixUp Beta(alpha, alpha) parameter (0: off)"),

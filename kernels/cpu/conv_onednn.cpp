@@ -101,27 +101,29 @@ bool onednn_takes(DType dt) { return dt == DType::f32 || dt == DType::bf16; }
 
 memory::data_type onednn_type(DType dt) { return dt == DType::bf16 ? memory::data_type::bf16 : memory::data_type::f32; }
 
-// A 1x1, stride-1, unpadded, ungrouped convolution is a matrix product over the M = N*H*W pixels of
-// NHWC rows: y[M, O] = x[M, C] W[O, C]^T, dx[M, C] = dy[M, O] W[O, C], dW[O, C] = dy[M, O]^T x[M, C].
-// oneDNN 2.6's matmul runs these on its brgemm kernels, where its convolutions run backward-data
-// and backward-weights on older jit ones. In bf16 on AMX (bench_conv, ResNet-50's 1x1 layers at
-// batch 8) the matrix product took 0.5-0.7 ms for backward-weights against 1.3-3.5 ms, and up to
-// 3x less for the others at 7x7 and 14x14; in f32 the two were within 10-20% of each other, so f32
-// keeps the convolution primitives (and the bits the default run has always had).
+// A 1x1, unpadded, ungrouped convolution is a matrix product over the M = N*OH*OW output pixels of
+// NHWC rows: y[M, O] = x[M, C] W[O, C]^T, dx[M, C] = dy[M, O] W[O, C], dW[O, C] = dy[M, O]^T x[M, C],
+// where with a stride x[M, C] is the pixels the windows read, gathered into a buffer first, and
+// dx[M, C] is scattered into a zeroed dx after. oneDNN 2.6's matmul runs these on its brgemm
+// kernels, where its convolutions run backward-data and backward-weights on older jit ones. In bf16
+// on AMX (bench_conv, ResNet-50's 1x1 layers at batch 8) backward-weights took 0.5-0.7 ms against
+// 1.3-3.5 ms, and the others up to 3x less at 7x7 and 14x14; in f32 the two were within 10-20% of
+// each other, so f32 keeps the convolution primitives (and the bits the default run has always had).
 bool pointwise_matmul_applies(DType dt, const ConvGeometry& g) {
-  return dt == DType::bf16 && g.kh == 1 && g.kw == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 &&
-         g.pad_w == 0 && g.groups == 1 && g.oh == g.h && g.ow == g.w;
+  return dt == DType::bf16 && g.kh == 1 && g.kw == 1 && g.pad_h == 0 && g.pad_w == 0 && g.groups == 1;
 }
 
-// The matrix product of a pointwise convolution's pass, in the order of ConvBuffers: the src, weights
-// and dst descriptors over (first, second, out), except backward-weights, whose src is dy (second)
-// seen transposed and whose weights are x (first).
+bool strided(const ConvGeometry& g) { return g.stride_h != 1 || g.stride_w != 1; }
+
+// The matrix product of a pointwise convolution's pass: src, weights and dst over (first, second,
+// out) in the order of ConvBuffers, with x or dx the gathered pixels when strided, except
+// backward-weights, whose src is dy (second) seen transposed and whose weights are x (first).
 struct PointwiseMatmul {
   memory::desc src, weights, dst;
 };
 
 PointwiseMatmul pointwise_matmul(ConvDirection direction, memory::data_type type, const ConvGeometry& g) {
-  const int64_t m = g.n * g.h * g.w, c = g.c, o = g.o;
+  const int64_t m = g.n * g.oh * g.ow, c = g.c, o = g.o;
   const auto rows = [&](int64_t r, int64_t k) { return memory::desc({r, k}, type, memory::dims{k, 1}); };
   const auto transposed = [&](int64_t r, int64_t k) { return memory::desc({r, k}, type, memory::dims{1, r}); };
   switch (direction) {
@@ -130,6 +132,38 @@ PointwiseMatmul pointwise_matmul(ConvDirection direction, memory::data_type type
     case ConvDirection::backward_filter: return {transposed(o, m), rows(m, c), rows(o, c)};
   }
   return {};
+}
+
+// The pixels a strided 1x1 convolution reads, x[n, oy * stride, ox * stride, :], as rows [M, C] of
+// `to`; and back: dx zero except those pixels, which take the rows of `from`.
+void gather_pixels(const ConvGeometry& g, size_t element, const void* x, void* to) {
+  const size_t row = static_cast<size_t>(g.c) * element;
+  const auto* in = static_cast<const std::byte*>(x);
+  auto* out = static_cast<std::byte*>(to);
+#pragma omp parallel for schedule(static)
+  for (int64_t image_row = 0; image_row < g.n * g.oh; ++image_row) {
+    const int64_t n = image_row / g.oh, iy = image_row % g.oh * g.stride_h;
+    for (int64_t ox = 0; ox < g.ow; ++ox)
+      std::memcpy(out + static_cast<size_t>(image_row * g.ow + ox) * row,
+                  in + static_cast<size_t>((n * g.h + iy) * g.w + ox * g.stride_w) * row, row);
+  }
+}
+
+void scatter_pixels(const ConvGeometry& g, size_t element, const void* from, void* dx) {
+  const size_t row = static_cast<size_t>(g.c) * element;
+  const auto* in = static_cast<const std::byte*>(from);
+  auto* out = static_cast<std::byte*>(dx);
+#pragma omp parallel for schedule(static)
+  for (int64_t image_row = 0; image_row < g.n * g.h; ++image_row) {
+    const int64_t n = image_row / g.h, iy = image_row % g.h;
+    std::byte* dx_row = out + static_cast<size_t>(image_row * g.w) * row;
+    std::memset(dx_row, 0, static_cast<size_t>(g.w) * row);  // all-zero bits are 0.0 in f32 and bf16
+    if (iy % g.stride_h != 0 || iy / g.stride_h >= g.oh) continue;
+    const int64_t oy = iy / g.stride_h;
+    for (int64_t ox = 0; ox < g.ow; ++ox)
+      std::memcpy(dx_row + static_cast<size_t>(ox * g.stride_w) * row,
+                  in + static_cast<size_t>((n * g.oh + oy) * g.ow + ox) * row, row);
+  }
 }
 
 memory::desc activations(memory::data_type type, int64_t n, int64_t c, int64_t h, int64_t w) {
@@ -247,10 +281,11 @@ const Prepared& prepared(ConvDirection direction, DType dt, const ConvGeometry& 
 }
 
 // A buffer of this thread's, grown as needed and kept (scratchpads and reordered weights are reused
-// by every call of the step): 0 the scratchpad, 1 the primitive's weights, 2 transposed weights.
+// by every call of the step): 0 the scratchpad, 1 the primitive's weights, 2 transposed weights,
+// 3 the gathered pixels of a strided pointwise convolution.
 // Floats, so that any dtype's data in it is aligned.
 void* thread_buffer(size_t index, size_t bytes) {
-  thread_local std::array<std::vector<float>, 3> buffers;
+  thread_local std::array<std::vector<float>, 4> buffers;
   std::vector<float>& b = buffers[index];
   if (b.size() * sizeof(float) < bytes) b.resize((bytes + sizeof(float) - 1) / sizeof(float));
   return b.data();
@@ -290,12 +325,21 @@ bool onednn_conv2d(ConvDirection direction, DType dt, const ConvGeometry& g, con
   try {
     if (p.as_matmul) {
       const PointwiseMatmul mm = pointwise_matmul(direction, type, g);
-      const bool filter = direction == ConvDirection::backward_filter;
-      p.primitive.execute(stream, {{DNNL_ARG_SRC, memory(mm.src, engine, const_cast<void*>(filter ? second : first))},
-                                   {DNNL_ARG_WEIGHTS, memory(mm.weights, engine, const_cast<void*>(filter ? first : second))},
-                                   {DNNL_ARG_DST, memory(mm.dst, engine, out)},
+      // With a stride, x's pixels (forward, backward-weights) or dx's (backward-data) go through
+      // this thread's buffer 3 as [M, C] rows.
+      void* pixels = strided(g) ? thread_buffer(3, static_cast<size_t>(g.n * g.oh * g.ow * g.c) * dtype_size(dt)) : nullptr;
+      const void* x = direction == ConvDirection::backward_data ? nullptr : first;
+      if (pixels && x) gather_pixels(g, dtype_size(dt), x, pixels);
+      const void* x_rows = pixels ? pixels : x;
+      void* dst = pixels && direction == ConvDirection::backward_data ? pixels : out;
+      const void* src = direction == ConvDirection::backward_filter ? second : direction == ConvDirection::forward ? x_rows : first;
+      const void* weights = direction == ConvDirection::backward_filter ? x_rows : second;
+      p.primitive.execute(stream, {{DNNL_ARG_SRC, memory(mm.src, engine, const_cast<void*>(src))},
+                                   {DNNL_ARG_WEIGHTS, memory(mm.weights, engine, const_cast<void*>(weights))},
+                                   {DNNL_ARG_DST, memory(mm.dst, engine, dst)},
                                    {DNNL_ARG_SCRATCHPAD, scratchpad}});
       stream.wait();
+      if (dst != out) scatter_pixels(g, dtype_size(dt), dst, out);
       return true;
     }
     switch (direction) {

@@ -4,7 +4,9 @@
 // the 16384 rows of an early ResNet layer loses about M * 2^-24 of its value, and the backward's
 // sums cancel almost exactly (a BatchNorm's input gradient sums to zero per channel), so that loss
 // reached the gradients of every layer below. The row blocks, the relu mask and the rows of each
-// pass are in kernels/cpu/batch_norm_rows.h (shared with the fused max-pool kernels).
+// pass are in kernels/cpu/batch_norm_rows.h (shared with the fused max-pool kernels). For f16 and
+// bf16 inputs each group of four rows is added in float before it joins the double sums
+// (kGroupInFloat).
 #include <algorithm>
 #include <type_traits>
 #include <vector>
@@ -26,6 +28,16 @@ template <class T>
 inline void stats_rows(const T* __restrict x, int64_t n, const double* __restrict shift, int64_t c,
                        double* __restrict sum, double* __restrict sum_squares) {
   if (n == kRowGroup) {
+    if constexpr (kGroupInFloat<T>) {
+      for (int64_t ch = 0; ch < c; ++ch) {
+        float d[kRowGroup];
+        const auto s = static_cast<float>(shift[ch]);  // a value of x: exact in float
+        for (int64_t k = 0; k < kRowGroup; ++k) d[k] = to_compute(x[k * c + ch]) - s;
+        sum[ch] += static_cast<double>((d[0] + d[1]) + (d[2] + d[3]));
+        sum_squares[ch] += static_cast<double>((d[0] * d[0] + d[1] * d[1]) + (d[2] * d[2] + d[3] * d[3]));
+      }
+      return;
+    }
     for (int64_t ch = 0; ch < c; ++ch) {
       double d[kRowGroup];
       for (int64_t k = 0; k < kRowGroup; ++k) d[k] = static_cast<double>(to_compute(x[k * c + ch])) - shift[ch];

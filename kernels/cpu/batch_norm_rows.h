@@ -32,6 +32,15 @@ std::vector<A> channel_values(const void* p, int64_t c, A fallback) {
 // running sums in memory are loaded and stored once per kRowGroup rows instead of once per row.
 constexpr int64_t kRowGroup = 4;  // the grouped loops add (r0 + r1) + (r2 + r3)
 
+// Whether a group's terms are added in float before they join the double sums: for the 16-bit
+// types, whose values carry 8 (bf16) or 11 (f16) significant bits, so that a difference of two of
+// them and its square are all but always exact in float and a sum of four loses at most 2^-24 of
+// itself; the double sums still carry the long sums over rows. Twice the lanes per vector
+// instruction, where the passes over bf16 activations were bound by the double arithmetic. f32 and
+// f64 keep every term in double.
+template <class T>
+constexpr bool kGroupInFloat = sizeof(T) == 2;
+
 // Per-channel sums of kCount quantities over the m rows: add_rows(r, n, sums) adds the terms of rows
 // r .. r + n - 1 (n = kRowGroup, or fewer at a block's end) to sums[k * c + ch] (quantity k, channel
 // ch). Returns the kCount * c totals.
@@ -125,6 +134,19 @@ inline void backward_reduce_rows(const T* __restrict dy, const T* __restrict y, 
     dz_xhat_out = dz_out * static_cast<double>(xhat);
   };
   if (n == kRowGroup) {
+    if constexpr (kGroupInFloat<T>) {
+      for (int64_t ch = 0; ch < c; ++ch) {
+        float dz[kRowGroup], dz_xhat[kRowGroup];
+        for (int64_t k = 0; k < kRowGroup; ++k) {
+          const A xhat = batch_norm_xhat<A>(to_compute(x[k * c + ch]), mu[ch], inv[ch]);
+          dz[k] = masked_grad<kMask>(dy, y, k * c + ch, xhat, w[ch], b[ch]);
+          dz_xhat[k] = dz[k] * xhat;
+        }
+        sum_dz[ch] += static_cast<double>((dz[0] + dz[1]) + (dz[2] + dz[3]));
+        sum_dz_xhat[ch] += static_cast<double>((dz_xhat[0] + dz_xhat[1]) + (dz_xhat[2] + dz_xhat[3]));
+      }
+      return;
+    }
     for (int64_t ch = 0; ch < c; ++ch) {
       double dz[kRowGroup], dz_xhat[kRowGroup];
       for (int64_t k = 0; k < kRowGroup; ++k) terms(k * c + ch, ch, dz[k], dz_xhat[k]);

@@ -45,17 +45,16 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-}  // namespace
-
-TEST_CASE("BatchNorm statistics and backward sums: the same bits on 1, 2 and 3 threads, and close to the exact sums") {
-  // 40000 rows: many row blocks, and a count that no thread count divides evenly.
-  const int64_t m = 40000, c = 24;
-  const std::vector<float> x = random_values(static_cast<size_t>(m * c), 1, 2, 3), dy = random_values(static_cast<size_t>(m * c), 2);
+// The BatchNorm statistics and backward sums (no activation) of x and dy [m, c] in dtype dt, on 1,
+// 2 and 3 threads, checked to have the same bits on each; returns the 1-thread run's mean, var,
+// sum_dz and sum_dz_xhat (the latter with every invstd given).
+std::vector<std::vector<float>> batch_norm_sums_on_any_thread_count(DType dt, const void* x, const void* dy, int64_t m,
+                                                                    int64_t c, float invstd) {
   const auto runs = per_thread_count([&] {
-    std::vector<float> mean(c), var(c), sum_dz(c), sum_dz_xhat(c), invstd(c, 1.5f);
-    k::cpu::batch_norm_stats(DType::f32, x.data(), m, c, mean.data(), var.data());
-    k::cpu::batch_norm_backward_reduce(DType::f32, dy.data(), nullptr, x.data(), m, c, mean.data(), invstd.data(),
-                                       nullptr, nullptr, BatchNormActivation::none, sum_dz.data(), sum_dz_xhat.data());
+    std::vector<float> mean(c), var(c), sum_dz(c), sum_dz_xhat(c), inv(c, invstd);
+    k::cpu::batch_norm_stats(dt, x, m, c, mean.data(), var.data());
+    k::cpu::batch_norm_backward_reduce(dt, dy, nullptr, x, m, c, mean.data(), inv.data(), nullptr, nullptr,
+                                       BatchNormActivation::none, sum_dz.data(), sum_dz_xhat.data());
     return std::vector<std::vector<float>>{mean, var, sum_dz, sum_dz_xhat};
   });
   for (size_t part = 0; part < 4; ++part) {
@@ -63,6 +62,16 @@ TEST_CASE("BatchNorm statistics and backward sums: the same bits on 1, 2 and 3 t
     CHECK(same_bits(runs[0][part], runs[1][part]));
     CHECK(same_bits(runs[0][part], runs[2][part]));
   }
+  return runs[0];
+}
+
+}  // namespace
+
+TEST_CASE("BatchNorm statistics and backward sums: the same bits on 1, 2 and 3 threads, and close to the exact sums") {
+  // 40000 rows: many row blocks, and a count that no thread count divides evenly.
+  const int64_t m = 40000, c = 24;
+  const std::vector<float> x = random_values(static_cast<size_t>(m * c), 1, 2, 3), dy = random_values(static_cast<size_t>(m * c), 2);
+  const std::vector<std::vector<float>> sums = batch_norm_sums_on_any_thread_count(DType::f32, x.data(), dy.data(), m, c, 1.5f);
   for (int64_t ch = 0; ch < c; ++ch) {
     double sum = 0, sq = 0, sdz = 0;
     for (int64_t r = 0; r < m; ++r) sum += x[static_cast<size_t>(r * c + ch)];
@@ -72,9 +81,9 @@ TEST_CASE("BatchNorm statistics and backward sums: the same bits on 1, 2 and 3 t
       sq += d * d;
       sdz += dy[static_cast<size_t>(r * c + ch)];
     }
-    CHECK(runs[0][0][static_cast<size_t>(ch)] == doctest::Approx(mean).epsilon(1e-6));
-    CHECK(runs[0][1][static_cast<size_t>(ch)] == doctest::Approx(sq / m).epsilon(1e-6));
-    CHECK(runs[0][2][static_cast<size_t>(ch)] == doctest::Approx(sdz).epsilon(1e-5));
+    CHECK(sums[0][static_cast<size_t>(ch)] == doctest::Approx(mean).epsilon(1e-6));
+    CHECK(sums[1][static_cast<size_t>(ch)] == doctest::Approx(sq / m).epsilon(1e-6));
+    CHECK(sums[2][static_cast<size_t>(ch)] == doctest::Approx(sdz).epsilon(1e-5));
   }
 }
 
@@ -91,25 +100,14 @@ TEST_CASE("BatchNorm sums of bf16 activations: the same bits on 1, 2 and 3 threa
   const std::vector<bfloat16> x = to_bf16(random_values(static_cast<size_t>(m * c), 3, 996, 1004)),
                               dy = to_bf16(random_values(static_cast<size_t>(m * c), 4));
   const float invstd = 0.5f;
-  const auto runs = per_thread_count([&] {
-    std::vector<float> mean(c), var(c), sum_dz(c), sum_dz_xhat(c), inv(c, invstd);
-    k::cpu::batch_norm_stats(DType::bf16, x.data(), m, c, mean.data(), var.data());
-    k::cpu::batch_norm_backward_reduce(DType::bf16, dy.data(), nullptr, x.data(), m, c, mean.data(), inv.data(),
-                                       nullptr, nullptr, BatchNormActivation::none, sum_dz.data(), sum_dz_xhat.data());
-    return std::vector<std::vector<float>>{mean, var, sum_dz, sum_dz_xhat};
-  });
-  for (size_t part = 0; part < 4; ++part) {
-    CAPTURE(part);
-    CHECK(same_bits(runs[0][part], runs[1][part]));
-    CHECK(same_bits(runs[0][part], runs[2][part]));
-  }
+  const std::vector<std::vector<float>> sums = batch_norm_sums_on_any_thread_count(DType::bf16, x.data(), dy.data(), m, c, invstd);
   const auto value = [](bfloat16 b) { return static_cast<double>(to_compute(b)); };
   for (int64_t ch = 0; ch < c; ++ch) {
     CAPTURE(ch);
     const auto at = [&](int64_t r) { return static_cast<size_t>(r * c + ch); };
     double sum = 0, sq = 0, sdz = 0, sdz_abs = 0, sdzx = 0, sdzx_abs = 0;
     for (int64_t r = 0; r < m; ++r) sum += value(x[at(r)]);
-    const double mean = sum / m, kernel_mean = runs[0][0][static_cast<size_t>(ch)];
+    const double mean = sum / m, kernel_mean = sums[0][static_cast<size_t>(ch)];
     for (int64_t r = 0; r < m; ++r) {
       const double d = value(x[at(r)]) - mean, g = value(dy[at(r)]);
       const double xhat = (value(x[at(r)]) - kernel_mean) * invstd;  // as the kernel normalises
@@ -120,9 +118,9 @@ TEST_CASE("BatchNorm sums of bf16 activations: the same bits on 1, 2 and 3 threa
       sdzx_abs += std::abs(g * xhat);
     }
     CHECK(kernel_mean == doctest::Approx(mean).epsilon(1e-7));
-    CHECK(runs[0][1][static_cast<size_t>(ch)] == doctest::Approx(sq / m).epsilon(1e-6));
-    CHECK(std::abs(runs[0][2][static_cast<size_t>(ch)] - sdz) <= 1e-6 * sdz_abs);
-    CHECK(std::abs(runs[0][3][static_cast<size_t>(ch)] - sdzx) <= 1e-6 * sdzx_abs);
+    CHECK(sums[1][static_cast<size_t>(ch)] == doctest::Approx(sq / m).epsilon(1e-6));
+    CHECK(std::abs(sums[2][static_cast<size_t>(ch)] - sdz) <= 1e-6 * sdz_abs);
+    CHECK(std::abs(sums[3][static_cast<size_t>(ch)] - sdzx) <= 1e-6 * sdzx_abs);
   }
 }
 

@@ -25,11 +25,8 @@
 #include <mutex>
 #include <vector>
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
-
 #include "kernels/common/error.h"
+#include "kernels/cpu/onednn_context.h"
 
 namespace cnn::kernels::cpu {
 
@@ -37,18 +34,9 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 
-int current_threads() {
-#if defined(_OPENMP)
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-
-dnnl::engine& cpu_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
+using onednn::Buffer;
+using onednn::thread_buffer;
+dnnl::engine& cpu_engine() { return onednn::engine(); }
 
 // Everything that selects a primitive.
 struct Key {
@@ -64,7 +52,7 @@ Key key_of(ConvDirection direction, DType dt, const ConvGeometry& g) {
           dt,
           {g.n, g.h, g.w, g.c, g.o, g.kh, g.kw, g.oh, g.ow, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h,
            g.dilation_w, g.groups},
-          current_threads()};
+          onednn::threads()};
 }
 
 // A primitive ready to run, or the reason oneDNN was declined for its key.
@@ -280,23 +268,13 @@ const Prepared& prepared(ConvDirection direction, DType dt, const ConvGeometry& 
   return *entry;
 }
 
-// A buffer of this thread's, grown as needed and kept (scratchpads and reordered weights are reused
-// by every call of the step): 0 the scratchpad, 1 the primitive's weights, 2 transposed weights,
-// 3 the gathered pixels of a strided pointwise convolution.
-// Floats, so that any dtype's data in it is aligned.
-void* thread_buffer(size_t index, size_t bytes) {
-  thread_local std::array<std::vector<float>, 4> buffers;
-  std::vector<float>& b = buffers[index];
-  if (b.size() * sizeof(float) < bytes) b.resize((bytes + sizeof(float) - 1) / sizeof(float));
-  return b.data();
-}
-// W flipped along KH and KW, still [O, KH, KW, C], in this thread's buffer 2: whole rows of C copied
+// W flipped along KH and KW, still [O, KH, KW, C], in this thread's transposed_weights buffer: whole rows of C copied
 // (as bytes, whatever the dtype). The transposition to [C, KH, KW, O] is left to the primitive's
 // weight reorder, which reads this buffer through strides (transposed_user_weights).
 const void* flipped(DType dt, const ConvGeometry& g, const void* w) {
   const size_t row = static_cast<size_t>(g.c) * dtype_size(dt);
   const auto* from = static_cast<const std::byte*>(w);
-  auto* f = static_cast<std::byte*>(thread_buffer(2, static_cast<size_t>(g.o * g.kh * g.kw) * row));
+  auto* f = static_cast<std::byte*>(thread_buffer(Buffer::transposed_weights, static_cast<size_t>(g.o * g.kh * g.kw) * row));
   for (int64_t o = 0; o < g.o; ++o)
     for (int64_t kh = 0; kh < g.kh; ++kh)
       for (int64_t kw = 0; kw < g.kw; ++kw)
@@ -315,19 +293,19 @@ bool onednn_conv2d(ConvDirection direction, DType dt, const ConvGeometry& g, con
   dnnl::stream stream(engine);
   const memory::data_type type = onednn_type(dt);
   const memory::desc src = activations(type, g.n, g.c, g.h, g.w), dst = activations(type, g.n, g.o, g.oh, g.ow);
-  const memory scratchpad(p.scratchpad, engine, thread_buffer(0, p.scratchpad.get_size()));
+  const memory scratchpad(p.scratchpad, engine, thread_buffer(Buffer::scratchpad, p.scratchpad.get_size()));
   // The weights as the primitive takes them: ours, or a reordered copy.
   const void* user_weights = direction == ConvDirection::backward_filter ? out : second;
   if (p.as_transposed_forward) user_weights = flipped(dt, g, second);
   memory user(p.user_weights, engine, const_cast<void*>(user_weights));
   memory primitive_weights =
-      p.reorders ? memory(p.primitive_weights, engine, thread_buffer(1, p.primitive_weights.get_size())) : user;
+      p.reorders ? memory(p.primitive_weights, engine, thread_buffer(Buffer::weights, p.primitive_weights.get_size())) : user;
   try {
     if (p.as_matmul) {
       const PointwiseMatmul mm = pointwise_matmul(direction, type, g);
       // With a stride, x's pixels (forward, backward-weights) or dx's (backward-data) go through
-      // this thread's buffer 3 as [M, C] rows.
-      void* pixels = strided(g) ? thread_buffer(3, static_cast<size_t>(g.n * g.oh * g.ow * g.c) * dtype_size(dt)) : nullptr;
+      // this thread's pixels buffer as [M, C] rows.
+      void* pixels = strided(g) ? thread_buffer(Buffer::pixels, static_cast<size_t>(g.n * g.oh * g.ow * g.c) * dtype_size(dt)) : nullptr;
       const void* x = direction == ConvDirection::backward_data ? nullptr : first;
       if (pixels && x) gather_pixels(g, dtype_size(dt), x, pixels);
       const void* x_rows = pixels ? pixels : x;

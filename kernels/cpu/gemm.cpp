@@ -1,5 +1,7 @@
 // CPU GEMM through OpenBLAS. f32 and f64 call sgemm/dgemm directly; f16 and bf16 are widened to
-// float copies, multiplied with sgemm (float accumulation, as on the GPU) and rounded back.
+// float copies, multiplied with sgemm (float accumulation, as on the GPU) and rounded back. In a
+// build with oneDNN, bf16 goes to its matmul first (kernels/cpu/gemm_onednn.h: the same arithmetic
+// on the CPU's bf16 instructions), and the widening path runs what it declines.
 #include "kernels/gemm.h"
 
 #include <cblas.h>
@@ -8,6 +10,9 @@
 
 #include "kernels/common/dispatch.h"
 #include "kernels/common/half.h"
+#if defined(CNN_KERNELS_WITH_ONEDNN)
+#include "kernels/cpu/gemm_onednn.h"
+#endif
 
 namespace cnn::kernels::cpu {
 
@@ -40,6 +45,9 @@ void gemm_16bit(const GemmShape& s, double alpha, const void* a, const void* b, 
 void gemm(DType dt, const GemmShape& s, double alpha, const void* a, const void* b, double beta, void* c,
           void* /*cublas_handle*/, void* /*workspace*/, size_t, bool /*allow_tf32*/, Stream) {
   if (s.m == 0 || s.n == 0) return;
+#if defined(CNN_KERNELS_WITH_ONEDNN)
+  if (onednn_gemm(dt, s, alpha, a, b, beta, c)) return;
+#endif
   const auto ta = s.trans_a ? CblasTrans : CblasNoTrans, tb = s.trans_b ? CblasTrans : CblasNoTrans;
   const int m = static_cast<int>(s.m), n = static_cast<int>(s.n), k = static_cast<int>(s.k);
   switch (dt) {

@@ -102,7 +102,25 @@ void binary_backward(BinaryOp op, DType dt, const void* a, BroadcastIndex ia, co
 }
 
 
+namespace {
+// A cast between float and a 16-bit type as one typed loop: the same values as copy_element (a float
+// goes through double and back unchanged, and the 16-bit types widen to float exactly), but
+// vectorised instead of a switch on both dtypes per element (measured 20% of a bf16 ResNet-50
+// forward, whose f32 weights are cast every call).
+template <class From, class To>
+void cast_loop(const void* x, void* y, int64_t n) {
+  const From* xs = static_cast<const From*>(x);
+  To* ys = static_cast<To*>(y);
+#pragma omp parallel for schedule(static) if (n > 32768)
+  for (int64_t i = 0; i < n; ++i) ys[i] = from_compute<To>(to_compute(xs[i]));
+}
+}  // namespace
+
 void cast(DType from, const void* x, DType to, void* y, int64_t n, Stream) {
+  if (from == DType::f32 && to == DType::bf16) return cast_loop<float, bfloat16>(x, y, n);
+  if (from == DType::bf16 && to == DType::f32) return cast_loop<bfloat16, float>(x, y, n);
+  if (from == DType::f32 && to == DType::f16) return cast_loop<float, half>(x, y, n);
+  if (from == DType::f16 && to == DType::f32) return cast_loop<half, float>(x, y, n);
 #pragma omp parallel for schedule(static) if (n > 32768)
   for (int64_t i = 0; i < n; ++i) copy_element(from, x, to, y, i);
 }

@@ -7,7 +7,8 @@
 //     stride through all 2^32 patterns, every tie between two neighbouring 16-bit values and the
 //     floats one ulp either side of it, the subnormals, and the overflow to infinity. The oracle is
 //     independent of the code under test: the 16-bit values decoded with ldexp in double, and a
-//     binary search for the nearest one.
+//     binary search for the nearest one;
+//   - the CPU cast kernel's typed float <-> f16/bf16 loops give the generic conversion's bits.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -19,7 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/any_dtype.h"
 #include "kernels/common/half.h"
+#include "kernels/elementwise.h"
 
 using namespace cnn;
 
@@ -151,5 +154,42 @@ TEST_CASE("float to f16 and bf16 rounds to nearest even: ties, subnormals, overf
     INFO("first mismatch at float bits " << std::string(first));
     CHECK(checked > 500000);
     CHECK(mismatches == 0);
+  }
+}
+
+TEST_CASE("the CPU cast kernel's float <-> f16/bf16 loops give copy_element's bits on a dense set of floats") {
+  // The typed loops of kernels/cpu/elementwise.cpp against the generic per-element conversion
+  // (through double) that the other pairs and the CUDA kernel use: every 16-bit pattern widened and
+  // its two f32 neighbours (the ties and either side of them), and a stride through all f32 patterns.
+  std::vector<float> floats;
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    const auto b = static_cast<uint16_t>(bits);
+    for (const float f : {kHalf.to_float(b), kBf16.to_float(b)}) {
+      const uint32_t u = bits_of(f);
+      for (const uint32_t v : {u, u + 1, u - 1, u + 0x1000, u + 0x8000}) {
+        float g;
+        std::memcpy(&g, &v, sizeof g);
+        floats.push_back(g);
+      }
+    }
+  }
+  for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 65521) {
+    const uint32_t u = static_cast<uint32_t>(bits);
+    float g;
+    std::memcpy(&g, &u, sizeof g);
+    floats.push_back(g);
+  }
+  const int64_t n = static_cast<int64_t>(floats.size());
+  for (DType narrow : {DType::f16, DType::bf16}) {
+    INFO(dtype_name(narrow));
+    std::vector<uint16_t> ours(floats.size()), generic(floats.size());
+    kernels::cpu::cast(DType::f32, floats.data(), narrow, ours.data(), n);
+    for (int64_t i = 0; i < n; ++i) copy_element(DType::f32, floats.data(), narrow, generic.data(), i);
+    CHECK(std::memcmp(ours.data(), generic.data(), ours.size() * sizeof(uint16_t)) == 0);
+    // And back: every pattern produced above, widened.
+    std::vector<float> wide(floats.size()), wide_generic(floats.size());
+    kernels::cpu::cast(narrow, ours.data(), DType::f32, wide.data(), n);
+    for (int64_t i = 0; i < n; ++i) copy_element(narrow, ours.data(), DType::f32, wide_generic.data(), i);
+    CHECK(std::memcmp(wide.data(), wide_generic.data(), wide.size() * sizeof(float)) == 0);
   }
 }

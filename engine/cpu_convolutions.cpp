@@ -61,4 +61,25 @@ std::string cpu_convolution_implementation(kernels::ConvDirection direction, DTy
   return "reference";
 }
 
+bool cpu_convolution_folds(DType dt, const kernels::ConvGeometry& g, bool residual, bool relu) {
+#if CNN_WITH_ONEDNN
+  return cpu_convolutions() == CpuConvolutions::onednn &&
+         !kernels::cpu::onednn_conv2d_folded_implementation(dt, g, residual, relu).empty();
+#else
+  (void)dt, (void)g, (void)residual, (void)relu;
+  return false;
+#endif
+}
+
+bool run_cpu_convolution_folded(DType dt, const kernels::ConvGeometry& g, const void* x, const void* w,
+                                const float* scale, const float* shift, const void* residual, bool relu, void* y) {
+#if CNN_WITH_ONEDNN
+  return cpu_convolutions() == CpuConvolutions::onednn &&
+         kernels::cpu::onednn_conv2d_folded(dt, g, x, w, {scale, shift, residual, relu}, y);
+#else
+  (void)dt, (void)g, (void)x, (void)w, (void)scale, (void)shift, (void)residual, (void)relu, (void)y;
+  return false;
+#endif
+}
+
 }  // namespace cnn

@@ -142,6 +142,21 @@ Tensor conv2d_batch_norm_relu_max_pool2d(const Tensor& x, const Tensor& conv_wei
 bool conv2d_batch_norm_relu_max_pool2d_fuses(const Tensor& x, const Tensor& conv_weight, const Tensor& conv_bias,
                                              const Conv2dOptions& conv, const Tensor& weight, const Tensor& bias,
                                              const Pool2dOptions& pool);
+// Inference of a convolution and its BatchNorm: batch_norm2d(conv2d(x, conv_weight, conv_bias, conv),
+// eval, activation, residual), the BatchNorm with its running statistics (engine/ops/batch_norm.cpp).
+// On the CPU with oneDNN, in f32/bf16, for groups 1, when no gradient is being recorded, one oneDNN
+// convolution with the BatchNorm folded in (its scale into the weights, its shift into the bias, the
+// residual and the ReLU into the epilogue), so that the convolution's output is written once and
+// never read back; its values equal the separate ops' up to rounding (the scaled weights, the
+// order of the epilogue's terms). Otherwise it is those ops, with their gradients.
+Tensor conv2d_batch_norm2d(const Tensor& x, const Tensor& conv_weight, const Tensor& conv_bias,
+                           const Conv2dOptions& conv, const Tensor& weight, const Tensor& bias,
+                           const Tensor& running_mean, const Tensor& running_var, double eps,
+                           BatchNormActivation activation, const Tensor& residual = Tensor());
+// Whether conv2d_batch_norm2d runs its one convolution for these inputs (rather than the separate ops).
+bool conv2d_batch_norm2d_folds(const Tensor& x, const Tensor& conv_weight, const Tensor& conv_bias,
+                               const Conv2dOptions& conv, const Tensor& weight, const Tensor& bias,
+                               BatchNormActivation activation, const Tensor& residual = Tensor());
 // Ties: the first (row-major) wins; a NaN in a window wins (the first NaN), as in PyTorch.
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options);
 Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options);

@@ -34,6 +34,9 @@ Tensor BatchNorm2d::forward_fused_max_pool(const Tensor& x, const Pool2dOptions&
 }
 
 Tensor BatchNorm2d::forward_conv_fused_max_pool(Conv2d& conv, const Tensor& x, const Pool2dOptions& pool) {
+  const bool disjoint_windows = pool.stride_h >= pool.kernel_h && pool.stride_w >= pool.kernel_w;
+  if (!training() && !disjoint_windows)  // (ResNet's stem): no fused BatchNorm + max-pool to keep
+    return max_pool2d(forward_conv_fused(conv, x, BatchNormActivation::relu), pool);
   if (training() || x.dtype() != conv.weight().dtype() ||
       !conv2d_batch_norm_relu_max_pool2d_fuses(x, conv.weight(), conv.bias(), conv.options(), weight(), bias(), pool))
     return forward_fused_max_pool(conv(x), pool);  // each module in its own span
@@ -41,6 +44,19 @@ Tensor BatchNorm2d::forward_conv_fused_max_pool(Conv2d& conv, const Tensor& x, c
   const auto [w, b] = affine_in(keep_statistics_in(x.dtype()));
   return conv2d_batch_norm_relu_max_pool2d(x, conv.weight(), conv.bias(), conv.options(), w, b, running_mean(),
                                            running_var(), eps_, pool);
+}
+
+Tensor BatchNorm2d::forward_conv_fused(Conv2d& conv, const Tensor& x, BatchNormActivation activation,
+                                       const Tensor& residual) {
+  // (The input in the convolution's compute dtype, as its forward would cast it.)
+  if (training() || x.dtype() != conv.compute_dtype()) return forward_fused(conv(x), activation, residual);
+  const Tensor w = conv.weight_for(x), b = conv.bias_for(x);
+  const auto [scale, shift] = affine_in(keep_statistics_in(x.dtype()));
+  if (!conv2d_batch_norm2d_folds(x, w, b, conv.options(), scale, shift, activation, residual))
+    return forward_fused(conv(x), activation, residual);  // each module in its own span
+  const profiler::ModuleScope span(name(), type_name(), device());  // the convolution's time included
+  return conv2d_batch_norm2d(x, w, b, conv.options(), scale, shift, running_mean(), running_var(), eps_, activation,
+                             residual);
 }
 
 std::pair<Tensor, Tensor> BatchNorm2d::affine_in(DType statistics) const {

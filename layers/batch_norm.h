@@ -35,6 +35,10 @@ class BatchNorm2d : public Module {
   // which for a first layer on the CPU never stores the convolution's output), in this module's
   // profiler span alone (the convolution has none of its own then).
   Tensor forward_conv_fused_max_pool(Conv2d& conv, const Tensor& x, const Pool2dOptions& pool);
+  // conv, then forward_fused. In eval mode, where the engine folds this BatchNorm into the
+  // convolution (conv2d_batch_norm2d: oneDNN on the CPU), one op in this module's profiler span.
+  Tensor forward_conv_fused(Conv2d& conv, const Tensor& x, BatchNormActivation activation,
+                            const Tensor& residual = Tensor());
   // Initialise the scale to zero instead of one (the last BN of a residual block, so that each block
   // starts as the identity).
   void zero_init_weight();

@@ -28,7 +28,7 @@ Conv2d::Conv2d(int in_channels, int out_channels, int kernel, int stride, int gr
     : Conv2d(Conv2dSpec{in_channels, out_channels, kernel, stride, (kernel - 1) / 2, groups, bias}) {}
 
 Tensor Conv2d::compute(const Tensor& x) {
-  return conv2d(x, parameter_as(weight_, x), spec_.bias ? parameter_as(bias_, x) : Tensor(), options_);
+  return conv2d(x, weight_for(x), bias_for(x), options_);
 }
 
 Shape Conv2d::infer_shape(const Shape& input, ShapeTrace& trace) const {

@@ -29,6 +29,10 @@ class Conv2d : public Module {
   const Conv2dOptions& options() const { return options_; }
   const Tensor& weight() const { return parameter(weight_); }
   Tensor bias() const { return spec_.bias ? parameter(bias_) : Tensor(); }
+  // The weight and bias as forward() computes with them for input x: in x's dtype (a kept
+  // low-precision copy, or a cast).
+  Tensor weight_for(const Tensor& x) const { return parameter_as(weight_, x); }
+  Tensor bias_for(const Tensor& x) const { return spec_.bias ? parameter_as(bias_, x) : Tensor(); }
 
  protected:
   Tensor compute(const Tensor& x) override;

@@ -26,6 +26,17 @@ Tensor Sequential::compute(const Tensor& x) {
         continue;
       }
     }
+    if (auto* conv = dynamic_cast<Conv2d*>(&(*this)[i]); conv != nullptr && i + 1 < size()) {
+      // conv and BatchNorm [and ReLU] in eval mode: the BatchNorm folded into the convolution.
+      auto* norm = dynamic_cast<BatchNorm2d*>(&(*this)[i + 1]);
+      auto* relu = i + 2 < size() ? dynamic_cast<Activation*>(&(*this)[i + 2]) : nullptr;
+      const bool with_relu = relu != nullptr && relu->kind() == ActivationKind::relu;
+      if (norm != nullptr && !norm->training()) {
+        y = norm->forward_conv_fused(*conv, y, with_relu ? BatchNormActivation::relu : BatchNormActivation::none);
+        i += with_relu ? 2 : 1;
+        continue;
+      }
+    }
     auto* norm = dynamic_cast<BatchNorm2d*>(&(*this)[i]);
     auto* next = i + 1 < size() ? dynamic_cast<Activation*>(&(*this)[i + 1]) : nullptr;
     if (norm != nullptr && next != nullptr && next->kind() == ActivationKind::relu) {

@@ -329,6 +329,20 @@ void batch_norms(std::vector<OpCase>& cases) {
       {tensor({2, 6, 7, 1}, {16, 28, 28, 1}, -2, 2), tensor({3, 3, 3, 1}, {48, 3, 3, 1}, -0.5, 0.5),
        tensor({3}, {48}, -0.5, 0.5), weight, bias, running_mean, running_var},
       {{DType::f32, 2e-3}});  // TF32 may be used for the convolution on the GPU, as in the conv2d cases
+
+  // A convolution and its BatchNorm in inference, with the residual and the ReLU of a block's last
+  // pair. Recorded (the gradient check) it runs the separate ops; unrecorded on a CPU with oneDNN
+  // the folded convolution, against CUDA's separate ops. (tests/engine/test_conv_batch_norm_fold.cpp
+  // compares the folded convolution with the separate ops.)
+  add(cases, "conv2d_batch_norm2d 3x3 pad 1, add_relu", "conv2d_batch_norm2d",
+      [conv](In v) {
+        return conv2d_batch_norm2d(v[0], v[1], v[2], conv, v[3], v[4], v[5], v[6], 1e-5, BatchNormActivation::add_relu,
+                                   v[7]);
+      },
+      {tensor({2, 6, 7, 4}, {16, 28, 28, 32}, -2, 2), tensor({3, 3, 3, 4}, {48, 3, 3, 32}, -0.5, 0.5),
+       tensor({3}, {48}, -0.5, 0.5), weight, bias, running_mean, running_var,
+       tensor({2, 6, 7, 3}, {16, 28, 28, 48}, -1, 1)},
+      {{DType::f32, 2e-3}});
 }
 
 void pools(std::vector<OpCase>& cases) {

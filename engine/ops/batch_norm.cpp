@@ -4,6 +4,9 @@
 // the saved input, output (for the relu mask; on the CPU the mask of a plain relu is computed again
 // from the input), mean and inverse standard deviation.
 #include "engine/backend.h"
+#include "engine/cpu_convolutions.h"
+#include "engine/graph.h"
+#include "engine/profiler.h"
 #include "engine/distributed/sync_batch_norm.h"
 #include "engine/ops.h"
 #include "engine/ops/kernel_workspace.h"
@@ -264,6 +267,57 @@ Tensor conv2d_batch_norm_relu_max_pool2d(const Tensor& x, const Tensor& conv_wei
   CNN_CPU_KERNEL(conv_batch_norm_relu_max_pool_forward, x.dtype(), cg, pg, x.data(), conv_weight.data(),
                  data_or_null(conv_bias), running_mean.data(), invstd.data(), data_or_null(weight), data_or_null(bias),
                  y.data());
+  return y;
+}
+
+bool conv2d_batch_norm2d_folds(const Tensor& x, const Tensor& conv_weight, const Tensor& conv_bias,
+                               const Conv2dOptions& conv, const Tensor& weight, const Tensor& bias,
+                               BatchNormActivation activation, const Tensor& residual) {
+  if (!x.device().is_cpu() || (x.dtype() != DType::f32 && x.dtype() != DType::bf16) || x.dim() != 4 ||
+      conv_weight.dtype() != x.dtype() || conv_weight.dim() != 4 || conv.groups != 1 ||
+      (activation == BatchNormActivation::add_relu) != residual.defined() ||
+      needs_record({&x, &conv_weight, &conv_bias, &weight, &bias, &residual}) ||
+      graph_capture::recording_cpu())  // a replay would reuse the scale and shift of the capture
+    return false;
+  const kernels::ConvGeometry g = op_geometry::conv_windows(x, conv_weight, conv_bias, conv);
+  return cpu_convolution_folds(x.dtype(), g, residual.defined(), activation != BatchNormActivation::none);
+}
+
+Tensor conv2d_batch_norm2d(const Tensor& x, const Tensor& conv_weight, const Tensor& conv_bias,
+                           const Conv2dOptions& conv, const Tensor& weight, const Tensor& bias,
+                           const Tensor& running_mean, const Tensor& running_var, double eps,
+                           BatchNormActivation activation, const Tensor& residual) {
+  if (!conv2d_batch_norm2d_folds(x, conv_weight, conv_bias, conv, weight, bias, activation, residual))
+    return batch_norm2d(conv2d(x, conv_weight, conv_bias, conv), weight, bias, running_mean, running_var, false, 0.0,
+                        eps, activation, residual);
+  const kernels::ConvGeometry g = op_geometry::conv_windows(x, conv_weight, conv_bias, conv);
+  const Shape out{g.n, g.oh, g.ow, g.o};
+  check_channel_tensors(detail::concat("the convolution's output ", out.str()), x.device(),
+                        accumulate_dtype(x.dtype()), g.o, weight, bias, running_mean, running_var);
+  CNN_CHECK(running_mean.defined() && running_var.defined(),
+            "conv2d_batch_norm2d: needs running_mean and running_var (it normalises as eval mode)");
+  if (residual.defined())
+    CNN_CHECK(residual.shape() == out && residual.dtype() == x.dtype() && residual.device() == x.device(),
+              "conv2d_batch_norm2d: the residual ", describe(residual), " must be ", dtype_name(x.dtype()), " ",
+              out.str(), " like the output");
+  // scale = weight * invstd and shift = bias - mean * scale (+ the convolution's bias * scale), in
+  // double from the f32 statistics, then f32 for oneDNN.
+  const std::vector<double> invstd = running_invstd(running_var, eps, g.n * g.oh * g.ow).to_doubles();
+  const std::vector<double> mean = running_mean.to_doubles();
+  const std::vector<double> w = weight.defined() ? weight.to_doubles() : std::vector<double>(g.o, 1.0);
+  const std::vector<double> b = bias.defined() ? bias.to_doubles() : std::vector<double>(g.o, 0.0);
+  const std::vector<double> cb = conv_bias.defined() ? conv_bias.to_doubles() : std::vector<double>(g.o, 0.0);
+  std::vector<float> scale(static_cast<size_t>(g.o)), shift(static_cast<size_t>(g.o));
+  for (size_t o = 0; o < scale.size(); ++o) {
+    const double s = w[o] * invstd[o];
+    scale[o] = static_cast<float>(s);
+    shift[o] = static_cast<float>(b[o] + (cb[o] - mean[o]) * s);
+  }
+  Tensor y = Tensor::empty(out, x.dtype(), x.device());
+  const profiler::Scope span("conv2d_batch_norm_forward", profiler::Category::op, x.device());
+  CNN_CHECK(run_cpu_convolution_folded(x.dtype(), g, x.data(), conv_weight.data(), scale.data(), shift.data(),
+                                       data_or_null(residual), activation != BatchNormActivation::none, y.data()),
+            "conv2d_batch_norm2d: oneDNN declined a convolution it had taken");
   return y;
 }
 

@@ -1,6 +1,7 @@
 // f32 and bf16 NHWC convolutions on the CPU through oneDNN: forward, backward-data and
-// backward-weights primitives, the CPU counterpart of cuDNN. What it computes is what kernels/cpu/conv.cpp computes
-// (that im2col + OpenBLAS path stays the reference, the f64 oracle and the fallback).
+// backward-weights primitives, the CPU counterpart of cuDNN. What it computes is what
+// kernels/cpu/conv.cpp computes (that im2col + OpenBLAS path stays the reference, the f64 oracle and
+// the fallback). Also inference's forward with an eval-mode BatchNorm folded in (at the end).
 //
 // How: one primitive per (direction, geometry, thread count), created on first use and kept (oneDNN's
 // JIT kernels are generated for the thread count they will run on). Activations stay in our NHWC
@@ -170,16 +171,27 @@ int64_t right_padding(int64_t in, int64_t out, int64_t kernel, int stride, int p
   return (out - 1) * stride + (kernel - 1) * dilation + 1 - in - pad;
 }
 
+// The window arguments of a convolution descriptor: strides, dilations (oneDNN counts them from 0),
+// and the padding on each side.
+struct Windows {
+  memory::dims strides, dilates, pad_l, pad_r;
+};
+
+Windows windows_of(const ConvGeometry& g) {
+  return {{g.stride_h, g.stride_w},
+          {g.dilation_h - 1, g.dilation_w - 1},
+          {g.pad_h, g.pad_w},
+          {right_padding(g.h, g.oh, g.kh, g.stride_h, g.pad_h, g.dilation_h),
+           right_padding(g.w, g.ow, g.kw, g.stride_w, g.pad_w, g.dilation_w)}};
+}
+
 std::unique_ptr<Prepared> prepare(ConvDirection direction, DType dt, const ConvGeometry& g) {
   auto p = std::make_unique<Prepared>();
   const memory::data_type type = onednn_type(dt);
   const memory::desc src = activations(type, g.n, g.c, g.h, g.w), dst = activations(type, g.n, g.o, g.oh, g.ow);
   const memory::desc any_weights = weights(type, g, Tag::any);
   p->user_weights = weights(type, g, Tag::ohwi);
-  const memory::dims strides{g.stride_h, g.stride_w}, dilates{g.dilation_h - 1, g.dilation_w - 1},
-      pad_l{g.pad_h, g.pad_w},
-      pad_r{right_padding(g.h, g.oh, g.kh, g.stride_h, g.pad_h, g.dilation_h),
-            right_padding(g.w, g.ow, g.kw, g.stride_w, g.pad_w, g.dilation_w)};
+  const auto [strides, dilates, pad_l, pad_r] = windows_of(g);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   try {
@@ -282,6 +294,77 @@ const void* flipped(DType dt, const ConvGeometry& g, const void* w) {
                     from + static_cast<size_t>((o * g.kh + kh) * g.kw + kw) * row, row);
   return f;
 }
+
+// ---- inference with BatchNorm folded in ----
+// A BatchNorm in eval mode is y * scale + shift per channel. Folded into the convolution, the scale
+// multiplies the weights during the reorder into the primitive's layout that every call makes anyway
+// (the reorder's per-output-channel scales), and the shift is the bias; the residual is oneDNN's sum
+// post-op (dst holds it before the call) and the ReLU an eltwise post-op, so the output is written
+// once and no BatchNorm pass reads it back. In bf16 the scaled weights are rounded to bf16.
+struct FoldedKey {
+  DType dtype;
+  std::array<int64_t, 16> geometry;
+  int threads;
+  bool residual, relu;
+  auto operator<=>(const FoldedKey&) const = default;
+};
+
+struct FoldedPrepared {
+  std::string declined, implementation;
+  dnnl::primitive primitive;
+  dnnl::reorder scaled_reorder;
+  memory::desc user_weights, primitive_weights, bias, scales, scratchpad;
+};
+
+std::unique_ptr<FoldedPrepared> prepare_folded(const FoldedKey& key, const ConvGeometry& g) {
+  auto p = std::make_unique<FoldedPrepared>();
+  const memory::data_type type = onednn_type(key.dtype);
+  const memory::desc src = activations(type, g.n, g.c, g.h, g.w), dst = activations(type, g.n, g.o, g.oh, g.ow);
+  p->user_weights = weights(type, g, Tag::ohwi);
+  p->bias = memory::desc({g.o}, memory::data_type::f32, Tag::x);
+  p->scales = memory::desc({g.o}, memory::data_type::f32, Tag::x);
+  const auto [strides, dilates, pad_l, pad_r] = windows_of(g);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::post_ops ops;
+  if (key.residual) ops.append_sum(1.0f);
+  if (key.relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  attr.set_post_ops(ops);
+  try {
+    const dnnl::convolution_forward::primitive_desc pd(
+        {dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, weights(type, g, Tag::any),
+         p->bias, dst, strides, dilates, pad_l, pad_r},
+        attr, onednn::engine());
+    p->implementation = pd.impl_info_str();
+    if (p->implementation.rfind("ref", 0) == 0) {
+      p->declined = "oneDNN has only its reference implementation (" + p->implementation + ") for this geometry";
+      return p;
+    }
+    p->primitive = dnnl::primitive(pd);
+    p->primitive_weights = pd.weights_desc();
+    p->scratchpad = pd.scratchpad_desc();
+    dnnl::primitive_attr scaling;
+    scaling.set_output_scales(1 << 0, {DNNL_RUNTIME_F32_VAL});  // per output channel (dimension 0)
+    p->scaled_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(onednn::engine(), p->user_weights,
+                                                                    onednn::engine(), p->primitive_weights, scaling));
+    p->implementation += " with BatchNorm folded in";
+  } catch (const dnnl::error& e) {
+    p->declined = std::string("oneDNN has no primitive for this geometry (") + e.what() + ")";
+  }
+  return p;
+}
+
+const FoldedPrepared& prepared_folded(DType dt, const ConvGeometry& g, bool residual, bool relu) {
+  const FoldedKey key{dt, key_of(ConvDirection::forward, dt, g).geometry, onednn::threads(), residual, relu};
+  static std::mutex mutex;
+  static std::map<FoldedKey, std::unique_ptr<FoldedPrepared>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& entry = cache[key];
+  if (!entry) entry = prepare_folded(key, g);
+  return *entry;
+}
+
+bool folding_takes(DType dt, const ConvGeometry& g) { return onednn_takes(dt) && g.groups == 1; }
 }  // namespace
 
 bool onednn_conv2d(ConvDirection direction, DType dt, const ConvGeometry& g, const void* first, const void* second,
@@ -365,6 +448,48 @@ bool onednn_conv2d(ConvDirection direction, DType dt, const ConvGeometry& g, con
 std::string onednn_conv2d_implementation(ConvDirection direction, DType dt, const ConvGeometry& g) {
   if (!onednn_takes(dt)) return "";
   const Prepared& p = prepared(direction, dt, g);
+  return p.declined.empty() ? p.implementation : "";
+}
+
+bool onednn_conv2d_folded(DType dt, const ConvGeometry& g, const void* x, const void* w, const FoldedBatchNorm& bn,
+                          void* y) {
+  if (!folding_takes(dt, g)) return false;
+  const FoldedPrepared& p = prepared_folded(dt, g, bn.residual != nullptr, bn.relu);
+  if (!p.declined.empty()) return false;
+  dnnl::engine& engine = onednn::engine();
+  dnnl::stream stream(engine);
+  const memory::data_type type = onednn_type(dt);
+  if (bn.residual != nullptr && bn.residual != y) {
+    // The sum post-op adds what dst holds: the residual, copied in by rows.
+    const size_t row = static_cast<size_t>(g.ow * g.o) * dtype_size(dt);
+    const auto* from = static_cast<const std::byte*>(bn.residual);
+    auto* to = static_cast<std::byte*>(y);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < g.n * g.oh; ++r) std::memcpy(to + static_cast<size_t>(r) * row, from + static_cast<size_t>(r) * row, row);
+  }
+  const memory primitive_weights(p.primitive_weights, engine,
+                                 thread_buffer(Buffer::weights, p.primitive_weights.get_size()));
+  try {
+    p.scaled_reorder.execute(stream, {{DNNL_ARG_FROM, memory(p.user_weights, engine, const_cast<void*>(w))},
+                                      {DNNL_ARG_TO, primitive_weights},
+                                      {DNNL_ARG_ATTR_OUTPUT_SCALES, memory(p.scales, engine, const_cast<float*>(bn.scale))}});
+    p.primitive.execute(stream, {{DNNL_ARG_SRC, memory(activations(type, g.n, g.c, g.h, g.w), engine, const_cast<void*>(x))},
+                                 {DNNL_ARG_WEIGHTS, primitive_weights},
+                                 {DNNL_ARG_BIAS, memory(p.bias, engine, const_cast<float*>(bn.shift))},
+                                 {DNNL_ARG_DST, memory(activations(type, g.n, g.o, g.oh, g.ow), engine, y)},
+                                 {DNNL_ARG_SCRATCHPAD, memory(p.scratchpad, engine,
+                                                              thread_buffer(Buffer::scratchpad, p.scratchpad.get_size()))}});
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    CNN_FAIL("oneDNN convolution with BatchNorm folded in (", p.implementation, ") failed: ", e.what(),
+             "; [train] cpu_convolutions = reference runs this model without oneDNN");
+  }
+  return true;
+}
+
+std::string onednn_conv2d_folded_implementation(DType dt, const ConvGeometry& g, bool residual, bool relu) {
+  if (!folding_takes(dt, g)) return "";
+  const FoldedPrepared& p = prepared_folded(dt, g, residual, relu);
   return p.declined.empty() ? p.implementation : "";
 }
 

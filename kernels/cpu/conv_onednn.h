@@ -1,5 +1,6 @@
-// f32 and bf16 NHWC convolutions through oneDNN (kernels/cpu/conv_onednn.cpp), built when CMake finds oneDNN
-// (CNN_WITH_ONEDNN). Same arguments and results as kernels/cpu/conv.cpp's passes.
+// f32 and bf16 NHWC convolutions through oneDNN (kernels/cpu/conv_onednn.cpp), built when CMake
+// finds oneDNN (CNN_WITH_ONEDNN). Same arguments and results as kernels/cpu/conv.cpp's passes; and
+// inference's forward with an eval-mode BatchNorm folded in.
 #pragma once
 #include <string>
 
@@ -17,5 +18,25 @@ bool onednn_conv2d(ConvDirection direction, DType dt, const ConvGeometry& g, con
 
 // The implementation oneDNN runs for that pass (for example "brg:avx512_core"), or "" when declined.
 std::string onednn_conv2d_implementation(ConvDirection direction, DType dt, const ConvGeometry& g);
+
+// An eval-mode BatchNorm after the convolution, and what follows it: y = act(conv * scale + shift
+// [+ residual]) per output channel, with scale = weight / sqrt(running_var + eps) and shift = bias -
+// running_mean * scale (+ the convolution's bias * scale), both f32 [O]; residual (nullable) in the
+// activations' dtype and y's shape.
+struct FoldedBatchNorm {
+  const float* scale = nullptr;
+  const float* shift = nullptr;
+  const void* residual = nullptr;
+  bool relu = false;
+};
+
+// The forward convolution of inference (x and w in dt) with that BatchNorm folded in: the scale
+// into the weights as they are reordered, the shift as the bias, the residual and the ReLU as
+// post-ops; y written once. Returns false and touches nothing where oneDNN declines
+// (dt other than f32 and bf16, groups, a geometry with only reference loops).
+bool onednn_conv2d_folded(DType dt, const ConvGeometry& g, const void* x, const void* w, const FoldedBatchNorm& bn,
+                          void* y);
+// Its implementation, or "" when declined.
+std::string onednn_conv2d_folded_implementation(DType dt, const ConvGeometry& g, bool residual, bool relu);
 
 }  // namespace cnn::kernels::cpu

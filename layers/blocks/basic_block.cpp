@@ -15,8 +15,8 @@ BasicBlock::BasicBlock(const ResidualSpec& spec) : ResidualBlock("BasicBlock", s
 
 Tensor BasicBlock::compute(const Tensor& x) {
   return run_block(x, [this](const Tensor& in) {
-    const Tensor h = bn1_->forward_fused((*conv1_)(in), BatchNormActivation::relu);
-    return merge(*bn2_, (*conv2_)(h), in);
+    const Tensor h = bn1_->forward_conv_fused(*conv1_, in, BatchNormActivation::relu);
+    return merge(*bn2_, *conv2_, h, in);
   });
 }
 

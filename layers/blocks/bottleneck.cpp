@@ -20,9 +20,9 @@ Bottleneck::Bottleneck(const ResidualSpec& spec, int groups, int base_width)
 
 Tensor Bottleneck::compute(const Tensor& x) {
   return run_block(x, [this](const Tensor& in) {
-    Tensor h = bn1_->forward_fused((*conv1_)(in), BatchNormActivation::relu);
-    h = bn2_->forward_fused((*conv2_)(h), BatchNormActivation::relu);
-    return merge(*bn3_, (*conv3_)(h), in);
+    Tensor h = bn1_->forward_conv_fused(*conv1_, in, BatchNormActivation::relu);
+    h = bn2_->forward_conv_fused(*conv2_, h, BatchNormActivation::relu);
+    return merge(*bn3_, *conv3_, h, in);
   });
 }
 

@@ -47,9 +47,13 @@ Tensor ResidualBlock::shortcut(const Tensor& x) {
                           Tensor::zeros({s[0], s[1], s[2], after}, x.dtype(), x.device())});
 }
 
-Tensor ResidualBlock::merge(BatchNorm2d& last_bn, const Tensor& branch, const Tensor& block_input) {
-  if (drop_path_ == nullptr || !training())
-    return last_bn.forward_fused(branch, BatchNormActivation::add_relu, shortcut(block_input));
+Tensor ResidualBlock::merge(BatchNorm2d& last_bn, Conv2d& last_conv, const Tensor& h, const Tensor& block_input) {
+  if (!training())
+    return last_bn.forward_conv_fused(last_conv, h, BatchNormActivation::add_relu, shortcut(block_input));
+  // The convolution before the shortcut, so that the tape (and the order in which the backward adds
+  // the two branches' gradients of block_input) stays as it has always been.
+  const Tensor branch = last_conv(h);
+  if (drop_path_ == nullptr) return last_bn.forward_fused(branch, BatchNormActivation::add_relu, shortcut(block_input));
   const Tensor kept = (*drop_path_)(last_bn.forward_fused(branch, BatchNormActivation::none));
   return relu(add(kept, shortcut(block_input)));
 }

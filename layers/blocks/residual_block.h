@@ -42,9 +42,10 @@ class ResidualBlock : public Module {
   // registers the projection after the main branch).
   void add_shortcut();
   Tensor shortcut(const Tensor& x);
-  // relu(drop_path(last_bn(branch)) + shortcut(block_input)). Without stochastic depth (or in eval
-  // mode) the BN, the add and the ReLU run as one fused op.
-  Tensor merge(BatchNorm2d& last_bn, const Tensor& branch, const Tensor& block_input);
+  // relu(drop_path(last_bn(last_conv(h))) + shortcut(block_input)). Without stochastic depth (or in
+  // eval mode) the BN, the add and the ReLU run as one fused op; in eval mode, where the engine
+  // folds them into the convolution (BatchNorm2d::forward_conv_fused), with it.
+  Tensor merge(BatchNorm2d& last_bn, Conv2d& last_conv, const Tensor& h, const Tensor& block_input);
 
   ResidualSpec spec_;
   int in_channels_;

@@ -21,6 +21,8 @@ const std::map<std::string, std::string> kNoEmulatedTest = {
                                    "its fused forward and backward kernels are CPU-only"},
     {"conv2d_batch_norm_relu_max_pool2d", "on CUDA conv2d then batch_norm_relu_max_pool2d, tested with those; its "
                                           "fused inference kernel is CPU-only"},
+    {"conv2d_batch_norm2d", "on CUDA conv2d then batch_norm2d, tested with those; the folded convolution is "
+                            "oneDNN's, on the CPU only"},
 };
 }  // namespace
 

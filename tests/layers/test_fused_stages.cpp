@@ -1,6 +1,7 @@
 // A Sequential of BatchNorm2d, ReLU and MaxPool2d (compact_cnn's and VGG's stages, ResNet's stem)
 // runs them as one batch_norm_relu_max_pool2d call, with the results of the three modules; in eval
-// mode a Conv2d before them joins them (conv2d_batch_norm_relu_max_pool2d).
+// mode a Conv2d before them joins them (conv2d_batch_norm_relu_max_pool2d), and ResNets fold each
+// BatchNorm into the convolution before it (conv2d_batch_norm2d).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -8,11 +9,13 @@
 #include <vector>
 
 #include "engine/cnn.h"
+#include "engine/config.h"
 #include "engine/profiler.h"
 #include "layers/activation.h"
 #include "layers/batch_norm.h"
 #include "layers/conv2d.h"
 #include "layers/pool.h"
+#include "layers/registry.h"
 #include "layers/sequential.h"
 
 using namespace cnn;
@@ -103,3 +106,44 @@ TEST_CASE("In eval mode a Sequential of Conv2d, BatchNorm2d, ReLU and MaxPool2d 
     CHECK(same_bits(y, expected));
   }
 }
+
+#if CNN_WITH_ONEDNN
+TEST_CASE("In eval mode ResNets fold every BatchNorm into its convolution, with the separate ops' logits") {
+  // Every convolution of resnet18 and resnet50 is followed by a BatchNorm: the stem's (before its
+  // overlapping max-pool), the blocks' (the last with the residual add and the ReLU) and the
+  // downsamples'. With oneDNN each pair is one conv2d_batch_norm_forward; the reference
+  // convolutions run the separate ops, which give the same logits up to the rounding of the
+  // convolutions' sums.
+  for (const char* name : {"resnet18", "resnet50"}) {
+    CAPTURE(name);
+    auto model = make_model(name, 10, 3, 3);
+    model->eval();
+    NoGrad no_grad;
+    const Tensor x = Tensor::uniform({2, 64, 64, 3}, -1, 1, 4);
+    const CpuConvolutions before = cpu_convolutions();
+    set_cpu_convolutions(CpuConvolutions::onednn);
+    profiler::start();
+    const Tensor folded = model->forward(x);
+    const profiler::Recording recording = profiler::stop();
+    set_cpu_convolutions(CpuConvolutions::reference);
+    const Tensor separate = model->forward(x);
+    set_cpu_convolutions(before);
+    int folds = 0, convolutions = 0, norms = 0;
+    for (const profiler::Span& span : recording.spans) {
+      folds += span.name == "conv2d_batch_norm_forward";
+      convolutions += span.name == "conv2d_forward";
+      norms += span.name == "batch_norm_forward";
+    }
+    CHECK(folds == (std::string(name) == "resnet18" ? 20 : 53));
+    CHECK(convolutions == 0);
+    CHECK(norms == 0);
+    const std::vector<double> a = folded.to_doubles(), b = separate.to_doubles();
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      worst = std::max(worst, std::abs(a[i] - b[i]));
+      scale = std::max(scale, std::abs(b[i]));
+    }
+    CHECK(worst <= 1e-4 * (1 + scale));
+  }
+}
+#endif

@@ -189,12 +189,17 @@ TEST_CASE("profile: module spans are named by the module's path, batch norms cal
   auto model = make_model("resnet18", 10, 3, 1);
   model->eval();
   const Tensor x = Tensor::randn({1, 32, 32, 3}, 2);
+  // The reference convolutions, so that every convolution runs as its own module: with oneDNN the
+  // eval forward folds each BatchNorm into its convolution, one op in the BatchNorm's span.
+  const CpuConvolutions before = cpu_convolutions();
+  set_cpu_convolutions(CpuConvolutions::reference);
   profiler::start();
   {
     NoGrad no_grad;
     model->forward(x);
   }
   const profiler::Recording recording = profiler::stop();
+  set_cpu_convolutions(before);
   std::map<std::string, const profiler::Span*> modules;
   for (const profiler::Span& s : recording.spans)
     if (s.category == profiler::Category::module) modules[s.name] = &s;

@@ -33,11 +33,12 @@ std::vector<A> channel_values(const void* p, int64_t c, A fallback) {
 constexpr int64_t kRowGroup = 4;  // the grouped loops add (r0 + r1) + (r2 + r3)
 
 // Whether a group's terms are added in float before they join the double sums: for the 16-bit
-// types, whose values carry 8 (bf16) or 11 (f16) significant bits, so that a difference of two of
-// them and its square are all but always exact in float and a sum of four loses at most 2^-24 of
-// itself; the double sums still carry the long sums over rows. Twice the lanes per vector
-// instruction, where the passes over bf16 activations were bound by the double arithmetic. f32 and
-// f64 keep every term in double.
+// types, whose values carry 8 (bf16) or 11 (f16) significant bits, so that each term (a difference
+// of two of them, its square, a product dz * xhat) is exact or within 2^-24 of itself in float, and
+// a sum of four adds about as much; the double sums still carry the long sums over rows. Twice the
+// lanes per vector instruction, where the passes over bf16 activations were bound by the double
+// arithmetic. (A square overflows float past 1.8e19, where double did not; activations that large
+// have overflowed elsewhere already.) f32 and f64 keep every term in double.
 template <class T>
 constexpr bool kGroupInFloat = sizeof(T) == 2;
 

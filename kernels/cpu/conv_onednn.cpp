@@ -196,15 +196,18 @@ std::unique_ptr<Prepared> prepare(ConvDirection direction, DType dt, const ConvG
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   try {
     if (pointwise_matmul_applies(dt, g)) {
-      const PointwiseMatmul mm = pointwise_matmul(direction, type, g);
-      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(mm.src, mm.weights, mm.dst), attr, cpu_engine());
-      p->implementation = pd.impl_info_str();
-      if (p->implementation.rfind("ref", 0) != 0) {
-        p->primitive = dnnl::primitive(pd);
-        p->scratchpad = pd.scratchpad_desc();
-        p->as_matmul = true;
-        p->implementation = "matmul " + p->implementation + " (a 1x1 convolution as a matrix product)";
-        return p;
+      try {
+        const PointwiseMatmul mm = pointwise_matmul(direction, type, g);
+        const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(mm.src, mm.weights, mm.dst), attr, cpu_engine());
+        if (std::string(pd.impl_info_str()).rfind("ref", 0) != 0) {
+          p->primitive = dnnl::primitive(pd);
+          p->scratchpad = pd.scratchpad_desc();
+          p->as_matmul = true;
+          p->implementation = "matmul " + std::string(pd.impl_info_str()) + " (a 1x1 convolution as a matrix product)";
+          return p;
+        }
+      } catch (const dnnl::error&) {
+        // no matrix product for it: the convolution primitives below
       }
     }
     const dnnl::convolution_forward::primitive_desc forward(

@@ -15,7 +15,8 @@ dnnl::engine& engine();
 int threads();
 
 // A buffer of the calling thread's, grown as needed and kept: scratchpads and reordered operands are
-// reused by every call of a step. Each call site names its own, so that two live at once never share.
+// reused by every call of a step. The buffers one call uses at once are different ones; calls share
+// them in turn (no oneDNN call runs inside another on one thread).
 enum class Buffer { scratchpad, weights, transposed_weights, pixels, count };
 void* thread_buffer(Buffer which, size_t bytes);
 

@@ -36,6 +36,8 @@ const Case kCases[] = {
     {"3x3, stride 1, pad 1", 2, 9, 9, 16, 24, 3, 1, 1, 1, 1},
     {"3x3, stride 2, pad 1, odd size", 2, 11, 11, 8, 16, 3, 2, 1, 1, 1},
     {"1x1, stride 2 (the last row and column unread)", 2, 8, 8, 16, 32, 1, 2, 0, 1, 1},
+    {"1x1, stride 2, odd and rectangular (the last row and column read)", 2, 9, 7, 16, 24, 1, 2, 0, 1, 1},
+    {"1x1, stride 3", 1, 10, 11, 8, 8, 1, 3, 0, 1, 1},
     {"1x1, stride 1", 3, 7, 7, 32, 16, 1, 1, 0, 1, 1},
     {"7x7, stride 2, pad 3, 3 channels (a stem)", 1, 20, 20, 3, 8, 7, 2, 3, 1, 1},
     {"3x3 from one channel (compact_cnn's first layer)", 4, 12, 12, 1, 32, 3, 1, 1, 1, 1},

@@ -108,6 +108,49 @@ TEST_CASE("In eval mode a Sequential of Conv2d, BatchNorm2d, ReLU and MaxPool2d 
 }
 
 #if CNN_WITH_ONEDNN
+TEST_CASE("In eval mode a Sequential folds Conv2d + BatchNorm2d [+ ReLU] into one convolution, with the modules' values") {
+  // conv (with a bias) + BN + ReLU, then conv + BN: both patterns, with running statistics and affine
+  // terms away from 0 and 1.
+  Sequential seq;
+  seq.push_back(std::make_unique<Conv2d>(Conv2dSpec{.in_channels = 4, .out_channels = 6, .kernel = 3, .padding = 1,
+                                                    .bias = true}));
+  seq.push_back(std::make_unique<BatchNorm2d>(6));
+  seq.push_back(std::make_unique<Activation>(ActivationKind::relu));
+  seq.push_back(std::make_unique<Conv2d>(Conv2dSpec{.in_channels = 6, .out_channels = 5, .kernel = 1}));
+  seq.push_back(std::make_unique<BatchNorm2d>(5));
+  seq.initialize(4);
+  {
+    NoGrad no_grad;
+    uint64_t seed = 20;
+    for (size_t i : {1, 4}) {
+      auto& bn = dynamic_cast<BatchNorm2d&>(seq[i]);
+      const int64_t c = bn.running_mean().numel();
+      Tensor(bn.running_mean()).copy_(Tensor::uniform({c}, -0.5, 0.5, ++seed));
+      Tensor(bn.running_var()).copy_(Tensor::uniform({c}, 0.5, 2.0, ++seed));
+      for (const NamedParameter& p : bn.named_parameters()) Tensor(p.tensor).copy_(Tensor::uniform({c}, 0.5, 1.5, ++seed));
+    }
+  }
+  seq.eval();
+  NoGrad no_grad;
+  const Tensor x = Tensor::uniform({2, 7, 9, 4}, -2, 2, 5);
+  const CpuConvolutions before = cpu_convolutions();
+  set_cpu_convolutions(CpuConvolutions::onednn);
+  profiler::start();
+  const Tensor folded = seq(x);
+  const profiler::Recording recording = profiler::stop();
+  Tensor separate = x;
+  for (size_t i = 0; i < seq.size(); ++i) separate = seq[i](separate);  // the modules one at a time
+  set_cpu_convolutions(before);
+  int folds = 0;
+  for (const profiler::Span& span : recording.spans) folds += span.name == "conv2d_batch_norm_forward";
+  CHECK(folds == 2);
+  const std::vector<double> a = folded.to_doubles(), b = separate.to_doubles();
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / (1 + std::abs(b[i])));
+  CHECK(worst <= 2e-6);
+}
+
 TEST_CASE("In eval mode ResNets fold every BatchNorm into its convolution, with the separate ops' logits") {
   // Every convolution of resnet18 and resnet50 is followed by a BatchNorm: the stem's (before its
   // overlapping max-pool), the blocks' (the last with the residual add and the ReLU) and the
@@ -117,9 +160,10 @@ TEST_CASE("In eval mode ResNets fold every BatchNorm into its convolution, with 
   for (const char* name : {"resnet18", "resnet50"}) {
     CAPTURE(name);
     auto model = make_model(name, 10, 3, 3);
-    model->eval();
     NoGrad no_grad;
     const Tensor x = Tensor::uniform({2, 64, 64, 3}, -1, 1, 4);
+    model->forward(Tensor::uniform({2, 64, 64, 3}, -1, 1, 5));  // running statistics away from 0 and 1
+    model->eval();
     const CpuConvolutions before = cpu_convolutions();
     set_cpu_convolutions(CpuConvolutions::onednn);
     profiler::start();

@@ -188,6 +188,7 @@ TrainSettings from_config(const Config& config, const distributed::World& world)
   settings.compute = compute_settings(config, world);
   settings.run = run_settings(config);
   settings.precision.mode = config.text("precision.mode");
+  settings.precision.mode_origin = config.origin("precision.mode");
   settings.precision.compute = compute_dtype(settings.precision.mode);
   settings.precision.loss_scaler = loss_scaler_options(config);
   settings.precision.cast_cache = config.boolean("precision.cast_cache");
@@ -241,6 +242,14 @@ void configure_backend(const ComputeSettings& compute) {
   // GPU, cuDNN must also be kept to its deterministic algorithms.
   cuda::set_cudnn_deterministic(compute.deterministic);
   cuda::set_allow_tf32(compute.tf32);
+}
+
+std::string precision_advice(const TrainSettings& settings) {
+  if (!settings.precision.fp16() || !settings.compute.device.is_cpu()) return "";
+  return settings.precision.mode_origin +
+         ": precision.mode = fp16 on the CPU computes its convolutions on the slow reference path (only f32 and "
+         "bf16 go to oneDNN; tens of times slower than fp32); use mode = bf16, the CPU's mixed precision (AMX or "
+         "AVX-512 BF16 where the CPU has them), or fp32";
 }
 
 }  // namespace cnn::train

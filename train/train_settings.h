@@ -120,6 +120,7 @@ struct LossSettings {
 // [precision].
 struct PrecisionSettings {
   std::string mode = "fp32";  // fp32 | fp16 | bf16, as written in the log
+  std::string mode_origin;    // where precision.mode was set, for messages
   DType compute = DType::f32;
   LossScalerOptions loss_scaler;
   // Keep low-precision copies of the weights that layers cast (Module::keep_low_precision_copies).
@@ -194,5 +195,10 @@ TrainSettings from_config(const Config& config, const distributed::World& world 
 // The backend's process-wide switches from `compute`: the CUDA device, the CPU threads and
 // convolutions, cuDNN's algorithm choice, TF32 math.
 void configure_backend(const ComputeSettings& compute);
+
+// A warning for settings that run but run far slower than they need to, or "": fp16 on the CPU,
+// whose convolutions only the reference path computes (oneDNN is given f32 and bf16 alone; the
+// compact CNN's step took about 30 times as long as in fp32), where bf16 is the CPU's mixed precision.
+std::string precision_advice(const TrainSettings& settings);
 
 }  // namespace cnn::train

@@ -268,6 +268,7 @@ TrainSummary run_on_this_rank(const TrainSettings& settings, const TrainRunOptio
   TrainingData data = open_training_data(settings, log);
   Learner learner = build_learner(settings, data.steps_per_epoch, log);
   check_memory(settings, *learner.model, data, log);
+  if (const std::string advice = precision_advice(settings); !advice.empty()) log.warn(advice);
   RunProgress progress;
   if (saved) progress = restore_learner(learner, *saved, folder.resume_from, log);
   saved.reset();  // its tensors are the learner's now

@@ -99,3 +99,20 @@ TEST_CASE("format = packed opens the path as a packed file only: a folder is ref
   CHECK(packed.data.validation_spec == "packed:/data/val.h5");
   CHECK(from_config(Config::parse(kConfig, "p.ini", {"data.format=folder", "data.path=/data/train"})).data.train_spec == "/data/train");
 }
+
+TEST_CASE("settings: fp16 on the CPU is advised against with where it was set; bf16, fp32 and fp16 on CUDA are not") {
+  const auto advice = [](const char* mode, const char* device) {
+    return precision_advice(from_config(Config::parse(
+        kConfig, "dp.ini", {std::string("precision.mode=") + mode, std::string("train.device=") + device})));
+  };
+  const std::string fp16_cpu = advice("fp16", "cpu");
+  CHECK(fp16_cpu.find("precision.mode = fp16 on the CPU") != std::string::npos);
+  CHECK(fp16_cpu.find("use mode = bf16") != std::string::npos);
+  CHECK(fp16_cpu.rfind("--set", 0) == 0);  // where it was set: a command-line override here
+  const std::string in_file = precision_advice(
+      from_config(Config::parse(std::string(kConfig) + "[precision]\nmode = fp16\n", "run.ini", {"train.device=cpu"})));
+  CHECK(in_file.rfind("run.ini:", 0) == 0);  // or the file and line
+  CHECK(advice("bf16", "cpu").empty());
+  CHECK(advice("fp32", "cpu").empty());
+  CHECK(advice("fp16", "cuda").empty());
+}

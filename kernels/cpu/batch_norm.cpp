@@ -28,21 +28,13 @@ template <class T>
 inline void stats_rows(const T* __restrict x, int64_t n, const double* __restrict shift, int64_t c,
                        double* __restrict sum, double* __restrict sum_squares) {
   if (n == kRowGroup) {
-    if constexpr (kGroupInFloat<T>) {
-      for (int64_t ch = 0; ch < c; ++ch) {
-        float d[kRowGroup];
-        const auto s = static_cast<float>(shift[ch]);  // a value of x: exact in float
-        for (int64_t k = 0; k < kRowGroup; ++k) d[k] = to_compute(x[k * c + ch]) - s;
-        sum[ch] += static_cast<double>((d[0] + d[1]) + (d[2] + d[3]));
-        sum_squares[ch] += static_cast<double>((d[0] * d[0] + d[1] * d[1]) + (d[2] * d[2] + d[3] * d[3]));
-      }
-      return;
-    }
+    using G = group_t<T>;
     for (int64_t ch = 0; ch < c; ++ch) {
-      double d[kRowGroup];
-      for (int64_t k = 0; k < kRowGroup; ++k) d[k] = static_cast<double>(to_compute(x[k * c + ch])) - shift[ch];
-      sum[ch] += (d[0] + d[1]) + (d[2] + d[3]);
-      sum_squares[ch] += (d[0] * d[0] + d[1] * d[1]) + (d[2] * d[2] + d[3] * d[3]);
+      G d[kRowGroup];
+      const auto s = static_cast<G>(shift[ch]);  // a value of x: exact in either
+      for (int64_t k = 0; k < kRowGroup; ++k) d[k] = static_cast<G>(to_compute(x[k * c + ch])) - s;
+      sum[ch] += static_cast<double>((d[0] + d[1]) + (d[2] + d[3]));
+      sum_squares[ch] += static_cast<double>((d[0] * d[0] + d[1] * d[1]) + (d[2] * d[2] + d[3] * d[3]));
     }
     return;
   }

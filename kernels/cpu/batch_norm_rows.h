@@ -41,6 +41,9 @@ constexpr int64_t kRowGroup = 4;  // the grouped loops add (r0 + r1) + (r2 + r3)
 // have overflowed elsewhere already.) f32 and f64 keep every term in double.
 template <class T>
 constexpr bool kGroupInFloat = sizeof(T) == 2;
+// The type a group's terms are added in.
+template <class T>
+using group_t = std::conditional_t<kGroupInFloat<T>, float, double>;
 
 // Per-channel sums of kCount quantities over the m rows: add_rows(r, n, sums) adds the terms of rows
 // r .. r + n - 1 (n = kRowGroup, or fewer at a block's end) to sums[k * c + ch] (quantity k, channel
@@ -129,30 +132,19 @@ inline void backward_reduce_rows(const T* __restrict dy, const T* __restrict y, 
                                  double* __restrict sum_dz_xhat) {
   using A = compute_t<T>;
   const A *mu = p.mean.data(), *inv = p.invstd.data(), *w = p.weight.data(), *b = p.bias.data();
-  auto terms = [&](int64_t i, int64_t ch, double& dz_out, double& dz_xhat_out) {
+  // dz and dz * xhat of element i, in the type of the outputs (double, or group_t<T> in a group).
+  auto terms = [&](int64_t i, int64_t ch, auto& dz_out, auto& dz_xhat_out) {
+    using S = std::remove_reference_t<decltype(dz_out)>;
     const A xhat = batch_norm_xhat<A>(to_compute(x[i]), mu[ch], inv[ch]);
-    dz_out = static_cast<double>(masked_grad<kMask>(dy, y, i, xhat, w[ch], b[ch]));
-    dz_xhat_out = dz_out * static_cast<double>(xhat);
+    dz_out = static_cast<S>(masked_grad<kMask>(dy, y, i, xhat, w[ch], b[ch]));
+    dz_xhat_out = dz_out * static_cast<S>(xhat);
   };
   if (n == kRowGroup) {
-    if constexpr (kGroupInFloat<T>) {
-      for (int64_t ch = 0; ch < c; ++ch) {
-        float dz[kRowGroup], dz_xhat[kRowGroup];
-        for (int64_t k = 0; k < kRowGroup; ++k) {
-          const A xhat = batch_norm_xhat<A>(to_compute(x[k * c + ch]), mu[ch], inv[ch]);
-          dz[k] = masked_grad<kMask>(dy, y, k * c + ch, xhat, w[ch], b[ch]);
-          dz_xhat[k] = dz[k] * xhat;
-        }
-        sum_dz[ch] += static_cast<double>((dz[0] + dz[1]) + (dz[2] + dz[3]));
-        sum_dz_xhat[ch] += static_cast<double>((dz_xhat[0] + dz_xhat[1]) + (dz_xhat[2] + dz_xhat[3]));
-      }
-      return;
-    }
     for (int64_t ch = 0; ch < c; ++ch) {
-      double dz[kRowGroup], dz_xhat[kRowGroup];
+      group_t<T> dz[kRowGroup], dz_xhat[kRowGroup];
       for (int64_t k = 0; k < kRowGroup; ++k) terms(k * c + ch, ch, dz[k], dz_xhat[k]);
-      sum_dz[ch] += (dz[0] + dz[1]) + (dz[2] + dz[3]);
-      sum_dz_xhat[ch] += (dz_xhat[0] + dz_xhat[1]) + (dz_xhat[2] + dz_xhat[3]);
+      sum_dz[ch] += static_cast<double>((dz[0] + dz[1]) + (dz[2] + dz[3]));
+      sum_dz_xhat[ch] += static_cast<double>((dz_xhat[0] + dz_xhat[1]) + (dz_xhat[2] + dz_xhat[3]));
     }
     return;
   }

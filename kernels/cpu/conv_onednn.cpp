@@ -21,9 +21,7 @@
 #include <array>
 #include <cstddef>
 #include <cstring>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "kernels/common/error.h"
@@ -36,8 +34,8 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 
 using onednn::Buffer;
+using onednn::is_reference;
 using onednn::thread_buffer;
-dnnl::engine& cpu_engine() { return onednn::engine(); }
 
 // Everything that selects a primitive.
 struct Key {
@@ -198,8 +196,8 @@ std::unique_ptr<Prepared> prepare(ConvDirection direction, DType dt, const ConvG
     if (pointwise_matmul_applies(dt, g)) {
       try {
         const PointwiseMatmul mm = pointwise_matmul(direction, type, g);
-        const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(mm.src, mm.weights, mm.dst), attr, cpu_engine());
-        if (std::string(pd.impl_info_str()).rfind("ref", 0) != 0) {
+        const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(mm.src, mm.weights, mm.dst), attr, onednn::engine());
+        if (!is_reference(pd.impl_info_str())) {
           p->primitive = dnnl::primitive(pd);
           p->scratchpad = pd.scratchpad_desc();
           p->as_matmul = true;
@@ -213,10 +211,10 @@ std::unique_ptr<Prepared> prepare(ConvDirection direction, DType dt, const ConvG
     const dnnl::convolution_forward::primitive_desc forward(
         {dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, src, any_weights, dst, strides,
          dilates, pad_l, pad_r},
-        attr, cpu_engine());
+        attr, onednn::engine());
     auto finish = [&](const auto& pd, const memory::desc& primitive_weights, bool weights_are_output) {
       p->implementation = pd.impl_info_str();
-      if (p->implementation.rfind("ref", 0) == 0) {
+      if (is_reference(p->implementation)) {
         p->declined = "oneDNN has only its reference implementation (" + p->implementation + ") for this geometry";
         return;
       }
@@ -227,7 +225,7 @@ std::unique_ptr<Prepared> prepare(ConvDirection direction, DType dt, const ConvG
       if (p->reorders) {
         const memory::desc& from = weights_are_output ? primitive_weights : p->user_weights;
         const memory::desc& to = weights_are_output ? p->user_weights : primitive_weights;
-        p->weight_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), from, cpu_engine(), to));
+        p->weight_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(onednn::engine(), from, onednn::engine(), to));
       }
     };
     switch (direction) {
@@ -241,7 +239,7 @@ std::unique_ptr<Prepared> prepare(ConvDirection direction, DType dt, const ConvG
           const dnnl::convolution_forward::primitive_desc pd(
               {dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, dst, transposed_any, src,
                strides, dilates, {g.kh - 1 - pad_l[0], g.kw - 1 - pad_l[1]}, {g.kh - 1 - pad_r[0], g.kw - 1 - pad_r[1]}},
-              attr, cpu_engine());
+              attr, onednn::engine());
           if (std::string(pd.impl_info_str()).rfind("brg", 0) == 0) {
             // Dims [C, O, KH, KW] over the flipped [O, KH, KW, C] buffer: the transposition as strides.
             p->user_weights =
@@ -255,14 +253,14 @@ std::unique_ptr<Prepared> prepare(ConvDirection direction, DType dt, const ConvG
 
         const dnnl::convolution_backward_data::primitive_desc pd(
             {dnnl::algorithm::convolution_direct, src, any_weights, dst, strides, dilates, pad_l, pad_r}, attr,
-            cpu_engine(), forward);
+            onednn::engine(), forward);
         finish(pd, pd.weights_desc(), false);
         break;
       }
       case ConvDirection::backward_filter: {
         const dnnl::convolution_backward_weights::primitive_desc pd(
             {dnnl::algorithm::convolution_direct, src, any_weights, dst, strides, dilates, pad_l, pad_r}, attr,
-            cpu_engine(), forward);
+            onednn::engine(), forward);
         finish(pd, pd.diff_weights_desc(), true);
         break;
       }
@@ -274,13 +272,7 @@ std::unique_ptr<Prepared> prepare(ConvDirection direction, DType dt, const ConvG
 }
 
 const Prepared& prepared(ConvDirection direction, DType dt, const ConvGeometry& g) {
-  static std::mutex mutex;
-  static std::map<Key, std::unique_ptr<Prepared>> cache;
-  const Key key = key_of(direction, dt, g);
-  std::lock_guard<std::mutex> lock(mutex);
-  auto& entry = cache[key];
-  if (!entry) entry = prepare(direction, dt, g);  // under the lock: primitive creation is once per key
-  return *entry;
+  return onednn::cached<Key, Prepared>(key_of(direction, dt, g), [&] { return prepare(direction, dt, g); });
 }
 
 // W flipped along KH and KW, still [O, KH, KW, C], in this thread's transposed_weights buffer: whole rows of C copied
@@ -339,7 +331,7 @@ std::unique_ptr<FoldedPrepared> prepare_folded(const FoldedKey& key, const ConvG
          p->bias, dst, strides, dilates, pad_l, pad_r},
         attr, onednn::engine());
     p->implementation = pd.impl_info_str();
-    if (p->implementation.rfind("ref", 0) == 0) {
+    if (is_reference(p->implementation)) {
       p->declined = "oneDNN has only its reference implementation (" + p->implementation + ") for this geometry";
       return p;
     }
@@ -359,12 +351,7 @@ std::unique_ptr<FoldedPrepared> prepare_folded(const FoldedKey& key, const ConvG
 
 const FoldedPrepared& prepared_folded(DType dt, const ConvGeometry& g, bool residual, bool relu) {
   const FoldedKey key{dt, key_of(ConvDirection::forward, dt, g).geometry, onednn::threads(), residual, relu};
-  static std::mutex mutex;
-  static std::map<FoldedKey, std::unique_ptr<FoldedPrepared>> cache;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto& entry = cache[key];
-  if (!entry) entry = prepare_folded(key, g);
-  return *entry;
+  return onednn::cached<FoldedKey, FoldedPrepared>(key, [&] { return prepare_folded(key, g); });
 }
 
 bool folding_takes(DType dt, const ConvGeometry& g) { return onednn_takes(dt) && g.groups == 1; }
@@ -375,7 +362,7 @@ bool onednn_conv2d(ConvDirection direction, DType dt, const ConvGeometry& g, con
   if (!onednn_takes(dt)) return false;
   const Prepared& p = prepared(direction, dt, g);
   if (!p.declined.empty()) return false;
-  dnnl::engine& engine = cpu_engine();
+  dnnl::engine& engine = onednn::engine();
   dnnl::stream stream(engine);
   const memory::data_type type = onednn_type(dt);
   const memory::desc src = activations(type, g.n, g.c, g.h, g.w), dst = activations(type, g.n, g.o, g.oh, g.ow);

@@ -10,9 +10,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <array>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "kernels/common/error.h"
@@ -56,7 +54,7 @@ std::unique_ptr<Prepared> prepare(const GemmShape& s, bool accumulate) {
   }
   try {
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->a, p->b, p->c), attr, onednn::engine());
-    if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return p;  // slower than widening
+    if (onednn::is_reference(pd.impl_info_str())) return p;  // slower than widening
     p->primitive = dnnl::primitive(pd);
     p->scratchpad = pd.scratchpad_desc();
     p->usable = true;
@@ -67,13 +65,8 @@ std::unique_ptr<Prepared> prepare(const GemmShape& s, bool accumulate) {
 }
 
 const Prepared& prepared(const GemmShape& s, bool accumulate) {
-  static std::mutex mutex;
-  static std::map<Key, std::unique_ptr<Prepared>> cache;
   const Key key{{s.trans_a, s.trans_b, s.m, s.n, s.k, s.lda, s.ldb, s.ldc, accumulate}, onednn::threads()};
-  std::lock_guard<std::mutex> lock(mutex);
-  auto& entry = cache[key];
-  if (!entry) entry = prepare(s, accumulate);
-  return *entry;
+  return onednn::cached<Key, Prepared>(key, [&] { return prepare(s, accumulate); });
 }
 }  // namespace
 

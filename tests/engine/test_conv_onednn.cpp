@@ -125,25 +125,34 @@ Errors compare(ConvDirection d, const ConvGeometry& g, uint32_t seed) {
   return e;
 }
 
-}  // namespace
-
-TEST_CASE("oneDNN convolutions: every pass agrees with the reference over the zoo's geometries") {
-  uint32_t seed = 100;
+// check(errors, implementation) for every pass over every geometry in T where oneDNN ran it (a
+// declined pass, such as bf16 on a CPU without bf16 code in oneDNN, runs the reference), with the
+// geometry, pass and implementation captured.
+template <class T, class Check>
+void for_every_pass(uint32_t seed, Check check) {
+  constexpr DType dt = dtype_of<T>();
   for (const Case& c : kCases) {
     const ConvGeometry g = geometry_of(c);
     for (ConvDirection d : {ConvDirection::forward, ConvDirection::backward_data, ConvDirection::backward_filter}) {
       CAPTURE(c.name);
       CAPTURE(name_of(d));
-      const std::string implementation = kernels::cpu::onednn_conv2d_implementation(d, DType::f32, g);
+      const std::string implementation = kernels::cpu::onednn_conv2d_implementation(d, dt, g);
       CAPTURE(implementation);
-      const Errors e = compare(d, g, seed += 2);
+      const Errors e = compare<T>(d, g, seed += 2);
       CHECK(e.ran == !implementation.empty());
-      if (!e.ran) continue;  // declined: the reference ran, which other tests cover
-      // As close to the exact result as our own f32 path is, within a factor (another summation
-      // order), or within f32 rounding of the output's magnitude.
-      CHECK(e.onednn <= std::max(4 * e.reference, 1e-5 * e.scale));
+      if (e.ran) check(e, implementation);  // else declined: the reference ran, which other tests cover
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("oneDNN convolutions: every pass agrees with the reference over the zoo's geometries") {
+  for_every_pass<float>(100, [](const Errors& e, const std::string&) {
+    // As close to the exact result as our own f32 path is, within a factor (another summation
+    // order), or within f32 rounding of the output's magnitude.
+    CHECK(e.onednn <= std::max(4 * e.reference, 1e-5 * e.scale));
+  });
 }
 
 TEST_CASE("oneDNN convolutions: the common geometries run JIT code, not oneDNN's reference loops") {
@@ -164,23 +173,12 @@ TEST_CASE("oneDNN convolutions: bf16 passes agree with the reference's bf16 over
   // Both sum exact products of bf16 values in f32 and round once to bf16, so they differ only where
   // the summation orders' f32 sums round to neighbouring bf16 values: by one bf16 step (2^-8
   // relative) of the output's magnitude at most.
-  uint32_t seed = 300;
   int ran = 0;
-  for (const Case& c : kCases) {
-    const ConvGeometry g = geometry_of(c);
-    for (ConvDirection d : {ConvDirection::forward, ConvDirection::backward_data, ConvDirection::backward_filter}) {
-      CAPTURE(c.name);
-      CAPTURE(name_of(d));
-      const std::string implementation = kernels::cpu::onednn_conv2d_implementation(d, DType::bf16, g);
-      CAPTURE(implementation);
-      const Errors e = compare<bfloat16>(d, g, seed += 2);
-      CHECK(e.ran == !implementation.empty());
-      if (!e.ran) continue;  // declined (a CPU without bf16 kernels in oneDNN): the reference ran
-      ++ran;
-      CHECK(implementation.rfind("ref", 0) != 0);
-      CHECK(e.onednn <= std::max(2 * e.reference, std::ldexp(1.0, -8) * e.scale));
-    }
-  }
+  for_every_pass<bfloat16>(300, [&](const Errors& e, const std::string& implementation) {
+    ++ran;
+    CHECK(implementation.rfind("ref", 0) != 0);
+    CHECK(e.onednn <= std::max(2 * e.reference, std::ldexp(1.0, -8) * e.scale));
+  });
   MESSAGE("oneDNN ran ", ran, " of the bf16 passes");
 }
 

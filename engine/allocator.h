@@ -183,7 +183,11 @@ class HostAllocator : public Allocator {
   AllocatorStats stats_;
 };
 
-// 64-byte aligned host memory, with statistics.
+// Host blocks whose size is a whole multiple of this are aligned to it and advised as transparent
+// huge pages (madvise MADV_HUGEPAGE); every host block is at least 64-byte aligned.
+inline constexpr size_t kHostHugePage = size_t{2} << 20;
+
+// Host memory with statistics: cached blocks, aligned as above.
 Allocator& cpu_allocator();
 // Page-locked host memory for fast host-device copies (plain host memory without CUDA).
 Allocator& pinned_allocator();

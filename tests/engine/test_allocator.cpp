@@ -4,11 +4,15 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <future>
 #include <map>
 #include <memory>
 #include <set>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -459,5 +463,64 @@ TEST_CASE("host tensors reuse cached blocks, so a repeated step stops calling th
   CHECK(host.stats().system_allocations == system_calls + 15);  // malloc and free, for the sanitizer
 #else
   CHECK(host.stats().system_allocations == system_calls);
+#endif
+}
+
+namespace {
+// The kernel's view of the mapping that holds `p`: the "THPeligible:" field of its /proc/self/smaps
+// entry (1 when huge pages may back it), or -1 when the entry or the field is missing.
+int huge_page_eligible(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    uintptr_t begin = 0, end = 0;
+    char dash = 0;
+    std::istringstream range(line);
+    if (range >> std::hex >> begin >> dash >> end && dash == '-') {
+      inside = begin <= address && address < end;
+      continue;
+    }
+    if (inside && line.rfind("THPeligible:", 0) == 0) return std::stoi(line.substr(12));
+  }
+  return -1;
+}
+
+std::string transparent_huge_pages_mode() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string all;
+  std::getline(f, all);
+  const size_t open = all.find('['), close = all.find(']');
+  return open == std::string::npos || close == std::string::npos ? "" : all.substr(open + 1, close - open - 1);
+}
+}  // namespace
+
+TEST_CASE("large host blocks are 2 MiB aligned and may be backed by huge pages; small ones stay 64-byte aligned") {
+  Tensor large = Tensor::empty({3000, 1000});  // 12 MB: a segment of its own, a multiple of 2 MiB
+  Tensor small = Tensor::empty({50, 50});
+  CHECK(reinterpret_cast<uintptr_t>(small.data()) % 64 == 0);
+  // A block of a larger segment starts at the segment's start or 512-byte steps after it.
+  CHECK(reinterpret_cast<uintptr_t>(large.data()) % 512 == 0);
+  const std::string mode = transparent_huge_pages_mode();
+  if (mode != "madvise" && mode != "always") {
+    MESSAGE("transparent huge pages are '" << mode << "' here: eligibility not checked");
+    return;
+  }
+  std::fill_n(large.data_as<float>(), large.numel(), 1.f);
+  // With "madvise" the mapping is eligible only because the allocator advised it.
+  CHECK(huge_page_eligible(large.data()) == 1);
+}
+
+TEST_CASE("the host allocator asks the system for 2 MiB-aligned memory for whole multiples of 2 MiB") {
+#if CNN_SANITIZED
+  // Sanitizer builds allocate each tensor on its own: a block of exactly 4 MiB is a whole segment.
+  Tensor t = Tensor::empty({1 << 20});
+  CHECK(reinterpret_cast<uintptr_t>(t.data()) % kHostHugePage == 0);
+#else
+  // The caching allocator's fresh segments: a request larger than any cached block gets one of its
+  // own, which starts at the segment's start.
+  Tensor t = Tensor::empty({int64_t{40} << 20});  // 160 MiB
+  CHECK(reinterpret_cast<uintptr_t>(t.data()) % kHostHugePage == 0);
 #endif
 }

@@ -183,8 +183,9 @@ class HostAllocator : public Allocator {
   AllocatorStats stats_;
 };
 
-// Host blocks whose size is a whole multiple of this are aligned to it and advised as transparent
-// huge pages (madvise MADV_HUGEPAGE); every host block is at least 64-byte aligned.
+// Host memory taken from the system in whole multiples of this (the caching allocator's segments)
+// is aligned to it and advised as transparent huge pages (madvise MADV_HUGEPAGE); every host block
+// is at least 64-byte aligned.
 inline constexpr size_t kHostHugePage = size_t{2} << 20;
 
 // Host memory with statistics: cached blocks, aligned as above.

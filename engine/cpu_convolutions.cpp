@@ -61,6 +61,26 @@ std::string cpu_convolution_implementation(kernels::ConvDirection direction, DTy
   return "reference";
 }
 
+bool cpu_convolution_accumulates(DType dt, const kernels::ConvGeometry& g) {
+#if CNN_WITH_ONEDNN
+  return cpu_convolutions() == CpuConvolutions::onednn &&
+         !kernels::cpu::onednn_conv2d_backward_data_accumulate_implementation(dt, g).empty();
+#else
+  (void)dt, (void)g;
+  return false;
+#endif
+}
+
+bool run_cpu_convolution_accumulating(DType dt, const kernels::ConvGeometry& g, const void* dy, const void* w, void* dx) {
+#if CNN_WITH_ONEDNN
+  return cpu_convolutions() == CpuConvolutions::onednn &&
+         kernels::cpu::onednn_conv2d_backward_data_accumulate(dt, g, dy, w, dx);
+#else
+  (void)dt, (void)g, (void)dy, (void)w, (void)dx;
+  return false;
+#endif
+}
+
 bool cpu_convolution_folds(DType dt, const kernels::ConvGeometry& g, bool residual, bool relu) {
 #if CNN_WITH_ONEDNN
   return cpu_convolutions() == CpuConvolutions::onednn &&

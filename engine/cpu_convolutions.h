@@ -27,6 +27,12 @@ void run_cpu_convolution(kernels::ConvDirection direction, DType dt, const kerne
 // What run_cpu_convolution runs for that pass now: "oneDNN <implementation>" or "reference".
 std::string cpu_convolution_implementation(kernels::ConvDirection direction, DType dt, const kernels::ConvGeometry& g);
 
+// Backward-data that adds into dx instead of overwriting it (kernels/cpu/conv_onednn.h's
+// onednn_conv2d_backward_data_accumulate): whether oneDNN is chosen and takes it, and running it
+// (false: not run).
+bool cpu_convolution_accumulates(DType dt, const kernels::ConvGeometry& g);
+bool run_cpu_convolution_accumulating(DType dt, const kernels::ConvGeometry& g, const void* dy, const void* w, void* dx);
+
 // Inference's forward with an eval-mode BatchNorm folded in (kernels/cpu/conv_onednn.h's
 // onednn_conv2d_folded): y = relu?(conv(x, w) * scale + shift [+ residual]), scale and shift f32 [O]
 // on the host, w in dt. Whether oneDNN is chosen and takes it, and running it (false: not run).

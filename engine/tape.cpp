@@ -71,6 +71,18 @@ class ReadyTracker {
 };
 thread_local ReadyTracker* current_tracker = nullptr;
 
+// The gradients gathered so far for the inputs of the rule running on this thread that it may add
+// into (gradient_to_accumulate), set around each rule.
+thread_local const std::vector<Tensor>* accumulation_targets = nullptr;
+
+bool exclusively_held(const Tensor& t) {
+  return t.defined() && t.impl().use_count() == 1 && t.impl()->storage.use_count() == 1;
+}
+
+bool same_memory(const Tensor& a, const Tensor& b) {
+  return a.defined() && b.defined() && a.impl()->storage == b.impl()->storage && a.data() == b.data();
+}
+
 // Adds g into a leaf's .grad. The first gradient is kept as is when nothing else refers to it;
 // otherwise it is copied, so that in-place updates of .grad never reach another tensor.
 void accumulate_into_leaf(const Tensor& leaf, Tensor g) {
@@ -201,6 +213,21 @@ void Tape::backward(const std::vector<Tensor>& outputs, const std::vector<Tensor
       any = true;
     }
     if (any) {
+      // The gathered gradients a rule may add into: held by nothing but the tape, of an input that
+      // appears once in this record.
+      std::vector<Tensor> targets(r.input_ids.size());
+      for (size_t j = 0; j < r.input_ids.size(); ++j) {
+        if (r.input_ids[j] == 0 || r.inputs[j].defined()) continue;  // leaves accumulate into .grad
+        if (std::count(r.input_ids.begin(), r.input_ids.end(), r.input_ids[j]) != 1) continue;
+        auto found = grads.find(r.input_ids[j]);
+        if (found != grads.end() && exclusively_held(found->second)) targets[j] = found->second;
+      }
+      const std::vector<Tensor>* outer_targets = accumulation_targets;
+      accumulation_targets = &targets;
+      struct RestoreTargets {
+        const std::vector<Tensor>* previous;
+        ~RestoreTargets() { accumulation_targets = previous; }
+      } restore_targets{outer_targets};
       std::vector<Tensor> grad_inputs = r.rule(grad_outputs);
       CNN_CHECK(grad_inputs.size() == r.input_ids.size(), "backward rule of ", r.op, " returned ",
                 grad_inputs.size(), " gradients for ", r.input_ids.size(), " inputs");
@@ -213,6 +240,7 @@ void Tape::backward(const std::vector<Tensor>& outputs, const std::vector<Tensor
           accumulate_into_leaf(r.inputs[j], std::move(g));
         } else {
           Tensor& slot = grads[r.input_ids[j]];
+          if (same_memory(g, targets[j])) continue;  // the rule added into the slot itself
           slot = slot.defined() ? cnn::add(slot, g) : std::move(g);
         }
       }
@@ -222,6 +250,11 @@ void Tape::backward(const std::vector<Tensor>& outputs, const std::vector<Tensor
     r.inputs.clear();
   }
   for (const Tensor& leaf : seeded_leaves) ready.report(leaf);  // a seed no record took
+}
+
+Tensor gradient_to_accumulate(size_t index) {
+  if (accumulation_targets == nullptr || index >= accumulation_targets->size()) return Tensor();
+  return (*accumulation_targets)[index];
 }
 
 std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {

@@ -101,6 +101,14 @@ bool needs_record(const std::vector<Tensor>& inputs);
 void record_op(const char* op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                BackwardRule rule);
 
+// For backward rules: the gradient the tape has already gathered for input `index` of the rule
+// running on this thread, when the rule may add its own gradient into it in place: nothing else
+// refers to it and the input appears once among the record's inputs. Otherwise (also outside a
+// backward rule) an undefined tensor. A rule that adds into it returns that same tensor as the
+// input's gradient; the tape then keeps it as the sum instead of adding the two, which saves a pass
+// over memory wherever a tensor feeds two ops (a residual block's input).
+Tensor gradient_to_accumulate(size_t index);
+
 // Gradient checkpointing: runs fn(inputs) without recording its inside and records one entry that,
 // during backward, replays fn on the saved inputs under a nested tape and back-propagates through
 // it. Only the inputs are kept between forward and backward, trading compute for memory.

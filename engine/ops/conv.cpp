@@ -86,6 +86,20 @@ Tensor conv_backward_data(const ConvGeometry& g, const Tensor& dy, const Tensor&
   return dx;
 }
 
+// dx += backward-data(dy, w) in place, where the CPU's oneDNN path takes it (see
+// gradient_to_accumulate in engine/tape.h); false, with dx untouched, elsewhere.
+bool conv_backward_data_into(const ConvGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
+  if (!dy.device().is_cpu() || dx.dtype() != dy.dtype() || dx.device() != dy.device() ||
+      dx.shape() != Shape{g.n, g.h, g.w, g.c} || !cpu_convolution_accumulates(dy.dtype(), g))
+    return false;
+  const profiler::Scope span("conv2d_backward_data", profiler::Category::op, dy.device());
+  graph_capture::run_on_cpu([dt = dy.dtype(), g, a = dy.data(), b = w.data(), y = dx.data()] {
+    CNN_CHECK(run_cpu_convolution_accumulating(dt, g, a, b, y),
+              "conv2d backward-data: oneDNN declined adding into the gradient after it had taken it");
+  });
+  return true;
+}
+
 Tensor conv_backward_filter(const ConvGeometry& g, const Tensor& x, const Tensor& dy) {
   Tensor dw = Tensor::empty({g.o, g.kh, g.kw, g.group_in()}, dy.dtype(), dy.device());
   run_pass("conv2d_backward_filter", ConvDirection::backward_filter, g, x, dy, dw);
@@ -117,7 +131,13 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
             [g, x, weight, rows, want_x, want_w, want_b](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
               const Tensor& dy = grads[0];
               std::vector<Tensor> out(3);
-              if (want_x) out[0] = conv_backward_data(g, dy, weight);
+              if (want_x) {
+                // The gradient x already has from its other consumer, when the tape lets us add
+                // into it (a residual block's input): no separate add afterwards.
+                const Tensor into = gradient_to_accumulate(0);
+                out[0] = into.defined() && conv_backward_data_into(g, dy, weight, into) ? into
+                                                                                       : conv_backward_data(g, dy, weight);
+              }
               if (want_w) out[1] = conv_backward_filter(g, x, dy);
               if (want_b) out[2] = sum(dy.reshape({rows, g.o}), {0});
               return out;

@@ -43,15 +43,17 @@ struct Key {
   DType dtype;
   std::array<int64_t, 16> geometry;
   int threads;
+  bool accumulate;  // backward-data adding into dx (a sum post-op) instead of overwriting it
   auto operator<=>(const Key&) const = default;
 };
 
-Key key_of(ConvDirection direction, DType dt, const ConvGeometry& g) {
+Key key_of(ConvDirection direction, DType dt, const ConvGeometry& g, bool accumulate = false) {
   return {direction,
           dt,
           {g.n, g.h, g.w, g.c, g.o, g.kh, g.kw, g.oh, g.ow, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h,
            g.dilation_w, g.groups},
-          onednn::threads()};
+          onednn::threads(),
+          accumulate};
 }
 
 // A primitive ready to run, or the reason oneDNN was declined for its key.
@@ -82,6 +84,12 @@ bool transposed_forward_applies(const ConvGeometry& g, int64_t pad_bottom, int64
          g.kh * g.kw > 1 && g.pad_h <= g.kh - 1 && g.pad_w <= g.kw - 1 && pad_bottom >= 0 &&
          pad_bottom <= g.kh - 1 && pad_right >= 0 && pad_right <= g.kw - 1;
 }
+// A backward-data that adds into dx (onednn_conv2d_backward_data_accumulate) needs a primitive that
+// takes a sum post-op, which oneDNN's backward-data primitives do not: the transposed forward above,
+// or the matrix product of an unstrided bf16 pointwise convolution. An f32 1x1 is declined: its
+// transposed weights go through a slow generic reorder, which cost ResNet-50's f32 step more than
+// the separate adds it saved (bench_train: backward-data +9 ms per step, adds -15 ms, step within
+// noise).
 
 // The dtypes oneDNN is asked for; the rest are declined before any primitive is made.
 bool onednn_takes(DType dt) { return dt == DType::f32 || dt == DType::bf16; }
@@ -183,7 +191,7 @@ Windows windows_of(const ConvGeometry& g) {
            right_padding(g.w, g.ow, g.kw, g.stride_w, g.pad_w, g.dilation_w)}};
 }
 
-std::unique_ptr<Prepared> prepare(ConvDirection direction, DType dt, const ConvGeometry& g) {
+std::unique_ptr<Prepared> prepare(ConvDirection direction, DType dt, const ConvGeometry& g, bool accumulate) {
   auto p = std::make_unique<Prepared>();
   const memory::data_type type = onednn_type(dt);
   const memory::desc src = activations(type, g.n, g.c, g.h, g.w), dst = activations(type, g.n, g.o, g.oh, g.ow);
@@ -192,8 +200,13 @@ std::unique_ptr<Prepared> prepare(ConvDirection direction, DType dt, const ConvG
   const auto [strides, dilates, pad_l, pad_r] = windows_of(g);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (accumulate) {
+    dnnl::post_ops sum;
+    sum.append_sum(1.f);
+    attr.set_post_ops(sum);
+  }
   try {
-    if (pointwise_matmul_applies(dt, g)) {
+    if (pointwise_matmul_applies(dt, g) && !(accumulate && strided(g))) {
       try {
         const PointwiseMatmul mm = pointwise_matmul(direction, type, g);
         const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(mm.src, mm.weights, mm.dst), attr, onednn::engine());
@@ -240,7 +253,7 @@ std::unique_ptr<Prepared> prepare(ConvDirection direction, DType dt, const ConvG
               {dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, dst, transposed_any, src,
                strides, dilates, {g.kh - 1 - pad_l[0], g.kw - 1 - pad_l[1]}, {g.kh - 1 - pad_r[0], g.kw - 1 - pad_r[1]}},
               attr, onednn::engine());
-          if (std::string(pd.impl_info_str()).rfind("brg", 0) == 0) {
+          if (accumulate || std::string(pd.impl_info_str()).rfind("brg", 0) == 0) {
             // Dims [C, O, KH, KW] over the flipped [O, KH, KW, C] buffer: the transposition as strides.
             p->user_weights =
                 memory::desc({g.c, g.o, g.kh, g.kw}, type, memory::dims{1, g.kh * g.kw * g.c, g.kw * g.c, g.c});
@@ -250,7 +263,10 @@ std::unique_ptr<Prepared> prepare(ConvDirection direction, DType dt, const ConvG
             break;
           }
         }
-
+        if (accumulate) {
+          p->declined = "no oneDNN primitive adds a backward-data into dx for this geometry";
+          break;
+        }
         const dnnl::convolution_backward_data::primitive_desc pd(
             {dnnl::algorithm::convolution_direct, src, any_weights, dst, strides, dilates, pad_l, pad_r}, attr,
             onednn::engine(), forward);
@@ -271,8 +287,9 @@ std::unique_ptr<Prepared> prepare(ConvDirection direction, DType dt, const ConvG
   return p;
 }
 
-const Prepared& prepared(ConvDirection direction, DType dt, const ConvGeometry& g) {
-  return onednn::cached<Key, Prepared>(key_of(direction, dt, g), [&] { return prepare(direction, dt, g); });
+const Prepared& prepared(ConvDirection direction, DType dt, const ConvGeometry& g, bool accumulate = false) {
+  return onednn::cached<Key, Prepared>(key_of(direction, dt, g, accumulate),
+                                       [&] { return prepare(direction, dt, g, accumulate); });
 }
 
 // W flipped along KH and KW, still [O, KH, KW, C], in this thread's transposed_weights buffer: whole rows of C copied
@@ -357,11 +374,10 @@ const FoldedPrepared& prepared_folded(DType dt, const ConvGeometry& g, bool resi
 bool folding_takes(DType dt, const ConvGeometry& g) { return onednn_takes(dt) && g.groups == 1; }
 }  // namespace
 
-bool onednn_conv2d(ConvDirection direction, DType dt, const ConvGeometry& g, const void* first, const void* second,
-                   void* out) {
-  if (!onednn_takes(dt)) return false;
-  const Prepared& p = prepared(direction, dt, g);
-  if (!p.declined.empty()) return false;
+namespace {
+// Runs the pass that p was prepared for (see onednn_conv2d).
+void run(const Prepared& p, ConvDirection direction, DType dt, const ConvGeometry& g, const void* first,
+         const void* second, void* out) {
   dnnl::engine& engine = onednn::engine();
   dnnl::stream stream(engine);
   const memory::data_type type = onednn_type(dt);
@@ -391,7 +407,7 @@ bool onednn_conv2d(ConvDirection direction, DType dt, const ConvGeometry& g, con
                                    {DNNL_ARG_SCRATCHPAD, scratchpad}});
       stream.wait();
       if (dst != out) scatter_pixels(g, dtype_size(dt), dst, out);
-      return true;
+      return;
     }
     switch (direction) {
       case ConvDirection::forward:
@@ -432,12 +448,35 @@ bool onednn_conv2d(ConvDirection direction, DType dt, const ConvGeometry& g, con
     CNN_FAIL("oneDNN ", pass, " convolution (", p.implementation, ") failed: ", e.what(),
              "; [train] cpu_convolutions = reference runs this model without oneDNN");
   }
+}
+}  // namespace
+
+bool onednn_conv2d(ConvDirection direction, DType dt, const ConvGeometry& g, const void* first, const void* second,
+                   void* out) {
+  if (!onednn_takes(dt)) return false;
+  const Prepared& p = prepared(direction, dt, g);
+  if (!p.declined.empty()) return false;
+  run(p, direction, dt, g, first, second, out);
   return true;
 }
 
 std::string onednn_conv2d_implementation(ConvDirection direction, DType dt, const ConvGeometry& g) {
   if (!onednn_takes(dt)) return "";
   const Prepared& p = prepared(direction, dt, g);
+  return p.declined.empty() ? p.implementation : "";
+}
+
+bool onednn_conv2d_backward_data_accumulate(DType dt, const ConvGeometry& g, const void* dy, const void* w, void* dx) {
+  if (!onednn_takes(dt)) return false;
+  const Prepared& p = prepared(ConvDirection::backward_data, dt, g, /*accumulate=*/true);
+  if (!p.declined.empty()) return false;
+  run(p, ConvDirection::backward_data, dt, g, dy, w, dx);
+  return true;
+}
+
+std::string onednn_conv2d_backward_data_accumulate_implementation(DType dt, const ConvGeometry& g) {
+  if (!onednn_takes(dt)) return "";
+  const Prepared& p = prepared(ConvDirection::backward_data, dt, g, /*accumulate=*/true);
   return p.declined.empty() ? p.implementation : "";
 }
 

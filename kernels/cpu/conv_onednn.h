@@ -19,6 +19,16 @@ bool onednn_conv2d(ConvDirection direction, DType dt, const ConvGeometry& g, con
 // The implementation oneDNN runs for that pass (for example "brg:avx512_core"), or "" when declined.
 std::string onednn_conv2d_implementation(ConvDirection direction, DType dt, const ConvGeometry& g);
 
+// Backward-data that adds into dx instead of overwriting it: dx += conv_backward_data(dy, w), the
+// sum taken in the primitive's f32 accumulators and dx rounded once. Where a tensor feeds two ops
+// (a residual block's input) the second gradient then needs no separate add. Taken for stride-1,
+// undilated, ungrouped convolutions with a spatial kernel (as the forward of the flipped, transposed
+// weights, with oneDNN's sum post-op) and unstrided bf16 1x1 ones (a matrix product with the same
+// post-op); returns false and touches nothing otherwise.
+bool onednn_conv2d_backward_data_accumulate(DType dt, const ConvGeometry& g, const void* dy, const void* w, void* dx);
+// Its implementation, or "" when declined.
+std::string onednn_conv2d_backward_data_accumulate_implementation(DType dt, const ConvGeometry& g);
+
 // An eval-mode BatchNorm after the convolution, and what follows it: y = act(conv * scale + shift
 // [+ residual]) per output channel, with scale = weight / sqrt(running_var + eps) and shift = bias -
 // running_mean * scale (+ the convolution's bias * scale), both f32 [O]; residual (nullable) in the

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/cnn.h"
+#include "engine/profiler.h"
 #include "kernels/common/half.h"
 #include "kernels/conv.h"
 #include "kernels/cpu/conv_onednn.h"
@@ -182,6 +183,80 @@ TEST_CASE("oneDNN convolutions: bf16 passes agree with the reference's bf16 over
   MESSAGE("oneDNN ran ", ran, " of the bf16 passes");
 }
 
+namespace {
+// dx += backward-data(dy, w) by oneDNN against dx + the f64 reference, for every geometry in T:
+// taken ones within twice the reference's own error (its backward-data rounded to T, then the add
+// rounded to T) or the dtype's rounding of the magnitude; declined ones leave dx as it was. Returns
+// the names of the geometries taken.
+template <class T>
+std::vector<std::string> check_accumulating_backward_data(uint32_t seed, double rounding) {
+  constexpr DType dt = dtype_of<T>();
+  std::vector<std::string> taken;
+  for (const Case& c : kCases) {
+    CAPTURE(c.name);
+    const ConvGeometry g = geometry_of(c);
+    const auto [dy_size, w_size, dx_size] = sizes_of(ConvDirection::backward_data, g);
+    const auto in_t = [](const std::vector<float>& v) {
+      std::vector<T> t(v.size());
+      std::transform(v.begin(), v.end(), t.begin(), [](float f) { return from_compute<T>(f); });
+      return t;
+    };
+    const std::vector<T> dy = in_t(random_values(dy_size, seed)), w = in_t(random_values(w_size, seed + 1)),
+                         dx0 = in_t(random_values(dx_size, seed + 2));
+    seed += 3;
+    std::vector<double> dy_d(dy_size), w_d(w_size), exact(dx_size);
+    std::transform(dy.begin(), dy.end(), dy_d.begin(), [](T v) { return double(to_compute(v)); });
+    std::transform(w.begin(), w.end(), w_d.begin(), [](T v) { return double(to_compute(v)); });
+    reference(ConvDirection::backward_data, g, dy_d, w_d, exact);
+    std::vector<T> ours(dx_size);
+    reference(ConvDirection::backward_data, g, dy, w, ours);
+    const std::string implementation = kernels::cpu::onednn_conv2d_backward_data_accumulate_implementation(dt, g);
+    std::vector<T> dx = dx0;
+    const bool ran = kernels::cpu::onednn_conv2d_backward_data_accumulate(dt, g, dy.data(), w.data(), dx.data());
+    CHECK(ran == !implementation.empty());
+    if (!ran) {
+      CHECK(std::equal(dx.begin(), dx.end(), dx0.begin(), [](T a, T b) { return to_compute(a) == to_compute(b) ||
+                                                                               (std::isnan(to_compute(a)) && std::isnan(to_compute(b))); }));
+      continue;
+    }
+    taken.emplace_back(c.name);
+    CHECK(implementation.rfind("ref", 0) != 0);
+    double theirs_error = 0, ours_error = 0, scale = 0;
+    for (size_t i = 0; i < dx_size; ++i) {
+      const double want = double(to_compute(dx0[i])) + exact[i];
+      const double our_sum = double(to_compute(from_compute<T>(to_compute(dx0[i]) + to_compute(ours[i]))));
+      theirs_error = std::max(theirs_error, std::abs(double(to_compute(dx[i])) - want));
+      ours_error = std::max(ours_error, std::abs(our_sum - want));
+      scale = std::max(scale, std::abs(want));
+    }
+    CAPTURE(implementation);
+    CHECK(theirs_error <= std::max(2 * ours_error, rounding * scale));
+  }
+  return taken;
+}
+}  // namespace
+
+TEST_CASE("oneDNN convolutions: backward-data adds into dx where it is taken, and leaves dx alone where not") {
+  // f32: stride-1 ungrouped geometries with a spatial kernel run as the transposed forward with a
+  // sum post-op; the rest (1x1, strided, grouped, dilated) are declined, their gradients added
+  // separately.
+  const auto taken = [](const std::vector<std::string>& names, const char* name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  const std::vector<std::string> f32 = check_accumulating_backward_data<float>(900, 1e-5);
+  CHECK(taken(f32, "3x3, stride 1, pad 1"));
+  CHECK(taken(f32, "5x5, no padding"));
+  CHECK_FALSE(taken(f32, "1x1, stride 1"));
+  CHECK_FALSE(taken(f32, "1x1, stride 2 (the last row and column unread)"));
+  CHECK_FALSE(taken(f32, "3x3 depthwise"));
+  CHECK_FALSE(taken(f32, "3x3, dilation 2"));
+  // bf16: the same, and unstrided 1x1 as a matrix product; one rounding to bf16 of the sum.
+  const std::vector<std::string> bf16 = check_accumulating_backward_data<bfloat16>(950, std::ldexp(1.0, -8));
+  CHECK(taken(bf16, "1x1, stride 1"));
+  CHECK_FALSE(taken(bf16, "1x1, stride 2 (the last row and column unread)"));
+  MESSAGE("adding backward-data: f32 ", f32.size(), ", bf16 ", bf16.size(), " of ", std::size(kCases), " geometries");
+}
+
 TEST_CASE("oneDNN convolutions: other dtypes are declined and left to the reference") {
   const ConvGeometry g = geometry_of(kCases[0]);
   std::vector<double> x(static_cast<size_t>(g.n * g.h * g.w * g.c)), w(static_cast<size_t>(g.o * g.kh * g.kw * g.c)),
@@ -206,6 +281,60 @@ TEST_CASE("oneDNN convolutions: a new thread count gets its own primitive and th
   CHECK(all.onednn <= std::max(4 * all.reference, 1e-5 * all.scale));
 }
 
+namespace {
+// The op's results (outputs, gradients) on the reference and on oneDNN agree part by part, within
+// f32 rounding of each part's magnitude.
+void check_same_results(const std::vector<std::vector<double>>& reference_run,
+                        const std::vector<std::vector<double>>& onednn_run) {
+  REQUIRE(reference_run.size() == onednn_run.size());
+  for (size_t part = 0; part < reference_run.size(); ++part) {
+    const std::vector<double>&ref = reference_run[part], &dnnl = onednn_run[part];
+    REQUIRE(ref.size() == dnnl.size());
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      worst = std::max(worst, std::abs(ref[i] - dnnl[i]));
+      scale = std::max(scale, std::abs(ref[i]));
+    }
+    CAPTURE(part);
+    CHECK(worst <= 1e-5 * scale);
+  }
+}
+}  // namespace
+
+TEST_CASE("conv2d: a residual input's second gradient is added by oneDNN's backward-data itself, to the same gradients") {
+  // a feeds a 3x3 convolution (recorded first, so its backward runs last) and a product, as a
+  // residual block's input feeds its first convolution and the shortcut.
+  const CpuConvolutions before = cpu_convolutions();
+  Tensor x = Tensor::uniform({2, 7, 7, 16}, -1, 1, 11), w = Tensor::uniform({16, 3, 3, 16}, -1, 1, 12);
+  const Tensor r1 = Tensor::uniform({2, 7, 7, 16}, -1, 1, 13), r2 = Tensor::uniform({2, 7, 7, 16}, -1, 1, 14);
+  x.requires_grad_();
+  w.requires_grad_();
+  std::vector<std::vector<double>> results[2];
+  size_t adds[2] = {0, 0};
+  for (CpuConvolutions choice : {CpuConvolutions::reference, CpuConvolutions::onednn}) {
+    set_cpu_convolutions(choice);
+    x.zero_grad();
+    w.zero_grad();
+    Tape tape;
+    Tensor loss;
+    {
+      Tape::Recording recording(tape);
+      const Tensor a = mul(x, x);
+      const Tensor y = conv2d(a, w, Tensor(), {1, 1, 1, 1, 1, 1, 1});
+      loss = add(sum(mul(y, r1)), sum(mul(a, r2)));
+    }
+    profiler::start();
+    tape.backward(loss);
+    const profiler::Recording recording = profiler::stop();
+    const bool onednn = choice == CpuConvolutions::onednn;
+    for (const profiler::Span& span : recording.spans) adds[onednn] += span.name == "binary_forward";
+    results[onednn] = {x.grad().to_doubles(), w.grad().to_doubles()};
+  }
+  set_cpu_convolutions(before);
+  CHECK(adds[1] + 1 == adds[0]);  // the add of a's two gradients is gone
+  check_same_results(results[0], results[1]);
+}
+
 TEST_CASE("cpu_convolutions: the conv2d op runs oneDNN or the reference, with the same results and gradients") {
   const CpuConvolutions before = cpu_convolutions();
   Tensor x = Tensor::uniform({2, 9, 9, 8}, -1, 1, 3), w = Tensor::uniform({12, 3, 3, 8}, -1, 1, 4);
@@ -228,17 +357,7 @@ TEST_CASE("cpu_convolutions: the conv2d op runs oneDNN or the reference, with th
     results[choice == CpuConvolutions::onednn] = {y.to_doubles(), x.grad().to_doubles(), w.grad().to_doubles()};
   }
   set_cpu_convolutions(before);
-  for (size_t part = 0; part < 3; ++part) {
-    const std::vector<double>&ref = results[0][part], &dnnl = results[1][part];
-    REQUIRE(ref.size() == dnnl.size());
-    double worst = 0, scale = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-      worst = std::max(worst, std::abs(ref[i] - dnnl[i]));
-      scale = std::max(scale, std::abs(ref[i]));
-    }
-    CAPTURE(part);
-    CHECK(worst <= 1e-5 * scale);
-  }
+  check_same_results(results[0], results[1]);
   CHECK(std::string(cpu_convolutions_name(parse_cpu_convolutions("onednn"))) == "onednn");
   CHECK_THROWS_WITH_AS(parse_cpu_convolutions("mkl"), doctest::Contains("not one of onednn, reference"), Error);
 }

@@ -232,3 +232,64 @@ TEST_CASE("a parameter used in two checkpointed segments is refused when the hoo
   plain.backward(loss);
   CHECK(w.grad().defined());
 }
+
+namespace {
+// y = a (a copy), whose rule adds its gradient into the one the tape already gathered for a when
+// the tape offers it (gradient_to_accumulate), and says whether it was offered.
+Tensor copy_adding_into_gathered(const Tensor& a, bool* offered) {
+  Tensor y = a.clone();
+  record_op("copy_adding_into_gathered", {a}, {y}, [offered](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
+    Tensor into = gradient_to_accumulate(0);
+    *offered = into.defined();
+    if (!into.defined()) return {grads[0].clone()};
+    add_(into, grads[0]);
+    return {into};
+  });
+  return y;
+}
+}  // namespace
+
+TEST_CASE("tape: a rule may add its gradient into the one already gathered for an input, once") {
+  CHECK_FALSE(gradient_to_accumulate(0).defined());  // outside a rule
+  Tensor x = Tensor::from_vector<double>({1, -2, 3}, {3}).requires_grad_();
+  const Tensor r = Tensor::from_vector<double>({0.5, 4, -1}, {3});
+  bool offered = false;
+  Tape tape;
+  Tensor loss;
+  {
+    Tape::Recording recording(tape);
+    const Tensor a = add(x, x);  // not a leaf: its gradient is gathered by the tape
+    // Recorded first, so its rule runs last, when mul's gradient for a is already there.
+    const Tensor y = copy_adding_into_gathered(a, &offered);
+    loss = add(sum(y), sum(mul(a, r)));
+  }
+  tape.backward(loss);
+  CHECK(offered);
+  // d loss / d a = 1 + r, counted once (the tape did not add the returned sum to itself again).
+  CHECK(x.grad().to_doubles() == std::vector<double>{3, 10, 0});
+}
+
+TEST_CASE("tape: nothing to add into for the first gradient of an input, nor for an input taken twice by one op") {
+  Tensor x = Tensor::from_vector<double>({1, 2}, {2}).requires_grad_();
+  const Tensor r = Tensor::from_vector<double>({0.5, 4}, {2});
+  bool first_offered = true;
+  std::vector<bool> twice_offered;
+  Tape tape;
+  Tensor loss;
+  {
+    Tape::Recording recording(tape);
+    const Tensor a = add(x, x);
+    const Tensor y = copy_adding_into_gathered(a, &first_offered);  // a's only consumer
+    Tensor z = y.clone();
+    record_op("takes_y_twice", {y, y}, {z}, [&twice_offered](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
+      twice_offered = {gradient_to_accumulate(0).defined(), gradient_to_accumulate(1).defined()};
+      return {grads[0], Tensor()};
+    });
+    // Recorded after z, so y's gradient from mul is already gathered when takes_y_twice runs.
+    loss = add(sum(z), sum(mul(y, r)));
+  }
+  tape.backward(loss);
+  CHECK_FALSE(first_offered);
+  CHECK(twice_offered == std::vector<bool>{false, false});
+  CHECK(x.grad().to_doubles() == std::vector<double>{3, 10});  // 2 * (1 + r)
+}

@@ -63,6 +63,20 @@ std::vector<float> random_values(size_t count, uint32_t seed) {
   return v;
 }
 
+// Values rounded to T (f32 or bf16), and T's values widened to double.
+template <class T>
+std::vector<T> in_dtype(const std::vector<float>& v) {
+  std::vector<T> t(v.size());
+  std::transform(v.begin(), v.end(), t.begin(), [](float f) { return from_compute<T>(f); });
+  return t;
+}
+template <class T>
+std::vector<double> as_doubles(const std::vector<T>& v) {
+  std::vector<double> d(v.size());
+  std::transform(v.begin(), v.end(), d.begin(), [](T t) { return static_cast<double>(to_compute(t)); });
+  return d;
+}
+
 // Sizes of (first, second, out) of a pass, in ConvBuffers order.
 std::array<size_t, 3> sizes_of(ConvDirection d, const ConvGeometry& g) {
   const auto x = static_cast<size_t>(g.n * g.h * g.w * g.c), y = static_cast<size_t>(g.n * g.oh * g.ow * g.o),
@@ -98,16 +112,7 @@ struct Errors {
 template <class T = float>
 Errors compare(ConvDirection d, const ConvGeometry& g, uint32_t seed) {
   const auto [first_size, second_size, out_size] = sizes_of(d, g);
-  const auto in_t = [](const std::vector<float>& v) {
-    std::vector<T> t(v.size());
-    std::transform(v.begin(), v.end(), t.begin(), [](float f) { return from_compute<T>(f); });
-    return t;
-  };
-  const auto as_doubles = [](const std::vector<T>& v) {
-    std::vector<double> d(v.size());
-    std::transform(v.begin(), v.end(), d.begin(), [](T t) { return static_cast<double>(to_compute(t)); });
-    return d;
-  };
+  const auto in_t = [](const std::vector<float>& v) { return in_dtype<T>(v); };
   const std::vector<T> a = in_t(random_values(first_size, seed)), b = in_t(random_values(second_size, seed + 1));
   std::vector<double> exact(out_size);
   reference(d, g, as_doubles(a), as_doubles(b), exact);
@@ -196,18 +201,11 @@ std::vector<std::string> check_accumulating_backward_data(uint32_t seed, double 
     CAPTURE(c.name);
     const ConvGeometry g = geometry_of(c);
     const auto [dy_size, w_size, dx_size] = sizes_of(ConvDirection::backward_data, g);
-    const auto in_t = [](const std::vector<float>& v) {
-      std::vector<T> t(v.size());
-      std::transform(v.begin(), v.end(), t.begin(), [](float f) { return from_compute<T>(f); });
-      return t;
-    };
-    const std::vector<T> dy = in_t(random_values(dy_size, seed)), w = in_t(random_values(w_size, seed + 1)),
-                         dx0 = in_t(random_values(dx_size, seed + 2));
+    const std::vector<T> dy = in_dtype<T>(random_values(dy_size, seed)), w = in_dtype<T>(random_values(w_size, seed + 1)),
+                         dx0 = in_dtype<T>(random_values(dx_size, seed + 2));
     seed += 3;
-    std::vector<double> dy_d(dy_size), w_d(w_size), exact(dx_size);
-    std::transform(dy.begin(), dy.end(), dy_d.begin(), [](T v) { return double(to_compute(v)); });
-    std::transform(w.begin(), w.end(), w_d.begin(), [](T v) { return double(to_compute(v)); });
-    reference(ConvDirection::backward_data, g, dy_d, w_d, exact);
+    std::vector<double> exact(dx_size);
+    reference(ConvDirection::backward_data, g, as_doubles(dy), as_doubles(w), exact);
     std::vector<T> ours(dx_size);
     reference(ConvDirection::backward_data, g, dy, w, ours);
     const std::string implementation = kernels::cpu::onednn_conv2d_backward_data_accumulate_implementation(dt, g);

@@ -2,7 +2,7 @@
 // ResNet-50 shapes (channels-last), through the kernels' dispatch entry points (CNN_KERNEL).
 //
 //   bench_kernels [--device cpu|cuda[:N]] [--batch B] [--dtype f16|bf16|f32] [--repeats R] [--warmup W]
-//                 [--only SUBSTRING] [--json OUT]
+//                 [--only SUBSTRING[,SUBSTRING...]] [--json OUT]
 //
 // Kernels: BatchNorm statistics, normalise (+relu), backward reduction and input gradient at each
 // BatchNorm shape of ResNet-50 (C = 64 at 112x112 down to C = 2048 at 7x7); column sums (a conv
@@ -18,6 +18,7 @@
 // (cudaDevAttrMemoryClockRate, cudaDevAttrGlobalMemoryBusWidth: CUDA 13 dropped those fields from
 // cudaDeviceProp). On the CPU the same kernels run through the CPU backend, for timing only; use a
 // small --batch there.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -56,7 +57,7 @@ struct Options {
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr, "bench_kernels: %s\nusage: bench_kernels [--device cpu|cuda[:N]] [--batch B] [--dtype f16|bf16|f32] "
-               "[--repeats R] [--warmup W] [--only SUBSTRING] [--json OUT]\n", problem.c_str());
+               "[--repeats R] [--warmup W] [--only SUBSTRING[,SUBSTRING...]] [--json OUT]\n", problem.c_str());
   std::exit(2);
 }
 
@@ -127,6 +128,18 @@ class Bench {
     return Tensor::uniform(shape, low, high, ++seed_, dt, opt_.device);
   }
   Tensor empty(const Shape& shape, DType dt) { return Tensor::empty(shape, dt, opt_.device); }
+  // --only: a case runs when its "name shape" holds any of the comma-separated substrings.
+  bool selected(const std::string& name_and_shape) const {
+    if (opt_.only.empty()) return true;
+    size_t begin = 0;
+    while (begin <= opt_.only.size()) {
+      const size_t end = std::min(opt_.only.find(',', begin), opt_.only.size());
+      const std::string part = opt_.only.substr(begin, end - begin);
+      if (!part.empty() && name_and_shape.find(part) != std::string::npos) return true;
+      begin = end + 1;
+    }
+    return false;
+  }
   void* workspace(size_t bytes, Tensor& holder) {
     if (opt_.device.is_cpu() || bytes == 0) return nullptr;
     holder = Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, opt_.device);
@@ -139,7 +152,7 @@ class Bench {
   // Times fn and records the case; `elements` x `bytes_per_element` is the traffic.
   void time(const std::string& name, const std::string& shape, const std::string& formula, double bytes,
             const std::function<void()>& fn) {
-    if (!opt_.only.empty() && (name + " " + shape).find(opt_.only) == std::string::npos) return;
+    if (!selected(name + " " + shape)) return;
     Result r{name, shape, formula, median_seconds(fn, [&] { sync(); }, opt_.warmup, opt_.repeats), bytes};
     results_.push_back(r);
     std::fprintf(stderr, ".");

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 packages="build-essential cmake ccache doctest-dev libopenblas-dev libopenblas-openmp-dev zlib1g-dev dataset-fashion-mnist python3
   libhdf5-dev libturbojpeg0-dev libstb-dev libinih-dev libcli11-dev nlohmann-json3-dev pkg-config
-  libopenmpi-dev openmpi-bin libdnnl-dev clang libclang-rt-14-dev"
+  libopenmpi-dev openmpi-bin libdnnl-dev clang libclang-rt-14-dev debootstrap patchelf"
 missing=""
 for p in $packages; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -11,6 +11,7 @@
 //
 // Both backends read `slots` from host memory (the CUDA version passes them as kernel parameters).
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/optimizer.h"
@@ -21,10 +22,14 @@ struct WeightAverageArgs {
   float weight = 1.f;  // of the model's tensor in the new average
 };
 
-// The element update shared by the CPU reference and the CUDA kernel.
+// The element update shared by the CPU reference and the CUDA kernel. The multiply-add is written as
+// one fused operation (a single rounding): left as `avg + weight * (x - avg)`, each compiler decides
+// whether to contract it (nvcc does by default, GCC where the target has FMA instructions), and the
+// two backends' averages would differ in their last bits.
 CNN_HD void weight_average_update(const WeightAverageArgs& a, const MultiTensorSlot& s, int64_t i) {
   const float x = s.param[i];
-  s.state1[i] = a.weight == 1.f ? x : s.state1[i] + a.weight * (x - s.state1[i]);
+  const float avg = s.state1[i];
+  s.state1[i] = a.weight == 1.f ? x : std::fma(a.weight, x - avg, avg);
 }
 
 #define CNN_WEIGHT_AVERAGE_KERNELS(...) \

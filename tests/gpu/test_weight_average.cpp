@@ -1,6 +1,7 @@
 // The weight-averaging kernel (EMA and SWA, train/weight_average.h) on a real GPU against the CPU:
 // the same model's weights averaged into an f32 copy on each device, three updates with EMA and
-// SWA weights; both backends run the same element function, so the averages agree bit for bit.
+// SWA weights; both backends run the same element function, whose multiply-add is an explicit fma
+// (kernels/weight_average.h: no compiler's contraction choice in it), so the averages agree bit for bit.
 #include <doctest/doctest.h>
 
 #include <cstring>

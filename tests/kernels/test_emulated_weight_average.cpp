@@ -5,6 +5,7 @@
 // so the averages must agree bit for bit.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -68,13 +69,26 @@ TEST_CASE("weight average: EMA and SWA updates on the emulated device match the 
   }
 }
 
-TEST_CASE("weight average: one update is avg + weight * (x - avg) in f32") {
-  Averages emulated(7);
+TEST_CASE("weight average: one update is fma(weight, x - avg, avg) in f32, one rounding on both backends") {
+  // Written as avg + weight * (x - avg), whether the multiply-add was fused was each compiler's
+  // choice (nvcc fuses by default; GCC where the target has FMA instructions, as the CPU kernels'
+  // -march=native build does but this emulation build does not), so a GPU's averages and the CPU's
+  // could differ in their last bits. 0.1 is not a power of two: the product is inexact, and for many
+  // elements the fused and the twice-rounded results differ.
+  constexpr float weight = 0.1f;
+  Averages emulated(7), on_cpu(7);
   const std::vector<std::vector<float>> before = emulated.average;
-  emulated.run_emulated(0.25f);
+  emulated.run_emulated(weight);
+  on_cpu.run_cpu(weight);
+  int differ_when_rounded_twice = 0;
   for (size_t t = 0; t < kSizes.size(); ++t)
     for (size_t i = 0; i < before[t].size(); ++i) {
-      const float want = before[t][i] + 0.25f * (emulated.model[t][i] - before[t][i]);
-      REQUIRE(emulated.average[t][i] == want);
+      const float x = emulated.model[t][i], avg = before[t][i];
+      const float fused = std::fma(weight, x - avg, avg);
+      volatile float product = weight * (x - avg);  // rounded on its own: no contraction
+      if (avg + product != fused) ++differ_when_rounded_twice;
+      REQUIRE(emulated.average[t][i] == fused);
+      REQUIRE(on_cpu.average[t][i] == fused);
     }
+  CHECK(differ_when_rounded_twice > 0);  // the test can tell the two apart
 }

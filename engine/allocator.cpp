@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 #include <sys/mman.h>
 #include <utility>
 
@@ -40,14 +41,33 @@ CachingAllocator::CachingAllocator(CachingSystem system, Options options)
             format_bytes(double(options_.max_split_bytes)), ") must be larger than the 20 MiB of a medium segment");
 }
 
+CachingAllocatorOptions caching_options_from_environment(const char* max_split_mb, const char* no_caching) {
+  CachingAllocatorOptions options;
+  if (max_split_mb) {
+    char* end = nullptr;
+    const unsigned long long value = std::strtoull(max_split_mb, &end, 10);
+    CNN_CHECK(end != max_split_mb && *end == '\0' && value > 0, "CNN_CUDA_MAX_SPLIT_MB=", max_split_mb,
+              " is not a positive number of MiB; unset it or give e.g. 512 (more than 20)");
+    options.max_split_bytes = static_cast<size_t>(value) << 20;
+  }
+  if (no_caching) {
+    const std::string value = no_caching;
+    CNN_CHECK(value == "0" || value == "1", "CNN_NO_CUDA_MEMORY_CACHING=", value,
+              " is neither 1 (every block its own cudaMalloc, freed at once: for compute-sanitizer) nor 0 (the "
+              "caching allocator); unset it or give one of those");
+    options.caching = value == "0";
+  }
+  return options;
+}
+
 CachingAllocator::~CachingAllocator() {
   // Live blocks belong to tensors that outlive the allocator only at process exit; leave them.
   std::lock_guard<std::mutex> lock(mutex_);
   try {
-    process_pending_locked(/*wait=*/true);
+    if (captures_ == 0) process_pending_locked(/*wait=*/true);
+    release_cached_locked();
   } catch (...) {  // a destructor must not throw; a broken device fails loudly elsewhere
   }
-  release_cached_locked();
   // What is left of segments still partly in use (or kept out of use after a failure): their memory
   // stays with the system until the process ends, their bookkeeping goes now.
   for (Pool* pool : {&small_free_, &large_free_}) {
@@ -103,39 +123,48 @@ CachingAllocator::Block* CachingAllocator::split_locked(Block* block, size_t siz
 }
 
 void* CachingAllocator::allocate(size_t bytes) {
-  const size_t size = round_request(bytes);
   void* stream = system_.current_stream();
   std::lock_guard<std::mutex> lock(mutex_);
   if (!deferred_error_.empty()) throw Error(std::exchange(deferred_error_, {}));
   ++stats_.allocations;
   if (captures_ == 0) process_pending_locked(/*wait=*/false);
-  Pool& pool = small(size) ? small_free_ : large_free_;
-  Block* block = find_free_locked(pool, stream, size);
-  if (!block) {
-    const size_t segment = segment_size(size);
-    void* ptr = system_.alloc(segment);
-    if (!ptr && captures_ == 0) {  // out of memory: let pending frees land, give the cache back and try once more
-      process_pending_locked(/*wait=*/true);
-      release_cached_locked();
-      ptr = system_.alloc(segment);
-    }
-    if (!ptr) fail_out_of_memory(bytes, segment);
-    ++stats_.system_allocations;
-    ++segment_count_;
-    stats_.reserved += segment;
-    stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
-    block = new Block;
-    block->ptr = static_cast<char*>(ptr);
-    block->size = segment;
-    block->stream = stream;
-    block->small_pool = small(size);
+  Block* block = nullptr;
+  if (options_.caching) {
+    const size_t size = round_request(bytes);
+    block = find_free_locked(small(size) ? small_free_ : large_free_, stream, size);
+    if (!block) block = new_segment_locked(bytes, segment_size(size), stream, small(size));
+    block = split_locked(block, size);
+  } else {
+    // A segment of exactly the request (a byte for an empty one), so that the memory checker knows
+    // where the block ends.
+    block = new_segment_locked(bytes, std::max<size_t>(bytes, 1), stream, /*small_pool=*/false);
   }
-  block = split_locked(block, size);
   block->allocated = true;
   live_blocks_[block->ptr] = block;
   stats_.in_use += block->size;
   stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
   return block->ptr;
+}
+
+CachingAllocator::Block* CachingAllocator::new_segment_locked(size_t bytes, size_t segment, void* stream,
+                                                               bool small_pool) {
+  void* ptr = system_.alloc(segment);
+  if (!ptr && captures_ == 0) {  // out of memory: let pending frees land, give the cache back and try once more
+    process_pending_locked(/*wait=*/true);
+    release_cached_locked();
+    ptr = system_.alloc(segment);
+  }
+  if (!ptr) fail_out_of_memory(bytes, segment);
+  ++stats_.system_allocations;
+  ++segment_count_;
+  stats_.reserved += segment;
+  stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
+  auto* block = new Block;
+  block->ptr = static_cast<char*>(ptr);
+  block->size = segment;
+  block->stream = stream;
+  block->small_pool = small_pool;
+  return block;
 }
 
 void CachingAllocator::fail_out_of_memory(size_t bytes, size_t segment) const {
@@ -168,7 +197,7 @@ void CachingAllocator::deallocate(void* ptr, size_t) noexcept {
   stats_.in_use -= block->size;
   block->allocated = false;
   if (block->other_streams.empty()) {
-    free_block_locked(block);
+    free_or_keep_locked(block);
     return;
   }
   for (void* other : block->other_streams) {
@@ -179,17 +208,30 @@ void CachingAllocator::deallocate(void* ptr, size_t) noexcept {
     try {
       pending_.emplace_back(system_.record_event(other), block);
     } catch (const std::exception& e) {
-      if (abandoned_.empty() || abandoned_.back() != block) abandoned_.push_back(block);
-      if (deferred_error_.empty())
-        deferred_error_ = detail::concat("freeing ", format_bytes(double(block->size)), " on ", system_.name,
-                                         " failed to record an event on a stream that used the memory: ", e.what(),
-                                         "; the memory is kept out of use");
+      keep_out_of_use_locked(block, detail::concat("freeing ", format_bytes(double(block->size)), " on ", system_.name,
+                                                   " failed to record an event on a stream that used the memory: ",
+                                                   e.what()));
     }
   }
   block->other_streams.clear();
 }
 
+void CachingAllocator::free_or_keep_locked(Block* block) noexcept {
+  try {
+    free_block_locked(block);
+  } catch (const std::exception& e) {  // without caching, the system's free failed
+    keep_out_of_use_locked(block, detail::concat("giving ", format_bytes(double(block->size)), " back to ",
+                                                 system_.name, " failed: ", e.what()));
+  }
+}
+
+void CachingAllocator::keep_out_of_use_locked(Block* block, const std::string& why) {
+  if (abandoned_.empty() || abandoned_.back() != block) abandoned_.push_back(block);
+  if (deferred_error_.empty()) deferred_error_ = why + "; the memory is kept out of use";
+}
+
 void CachingAllocator::record_stream(void* ptr, void* stream) {
+  if (!system_.record_event) return;  // no streams but the one: nothing to wait for
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = live_blocks_.find(ptr);
   CNN_CHECK(it != live_blocks_.end(), "record_stream: ", ptr, " is not a live block of ", system_.name, "'s allocator");
@@ -200,6 +242,15 @@ void CachingAllocator::record_stream(void* ptr, void* stream) {
 }
 
 void CachingAllocator::free_block_locked(Block* block) {
+  if (!options_.caching) {
+    if (captures_ > 0) {  // the system's free (cudaFree) must not run during a capture: after it
+      ++block->events_pending;
+      pending_.emplace_back(nullptr, block);
+    } else {
+      release_segment_locked(block);
+    }
+    return;
+  }
   Pool& pool = block->small_pool ? small_free_ : large_free_;
   auto free_neighbour = [](Block* b) { return b && !b->allocated && b->events_pending == 0; };
   auto merge = [](Block* left, Block* right) {  // right joins left; right is deleted
@@ -222,13 +273,27 @@ void CachingAllocator::free_block_locked(Block* block) {
 }
 
 void CachingAllocator::process_pending_locked(bool wait) {
+  // Never during a capture (the callers see to it), so a block freed here without caching goes back
+  // to the system at once instead of joining pending_ while it is walked.
   std::erase_if(pending_, [&](const std::pair<void*, Block*>& entry) {
-    if (wait) system_.wait_event(entry.first);
-    else if (!system_.event_done(entry.first)) return false;
-    system_.destroy_event(entry.first);
-    if (--entry.second->events_pending == 0) free_block_locked(entry.second);
+    if (void* event = entry.first) {  // null: waiting only for the capture to end, which it has
+      if (wait) system_.wait_event(event);
+      else if (!system_.event_done(event)) return false;
+      system_.destroy_event(event);
+    }
+    if (--entry.second->events_pending == 0) free_or_keep_locked(entry.second);
     return true;
   });
+}
+
+size_t CachingAllocator::largest_free_block() const {
+  void* stream = system_.current_stream();
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t largest = 0;
+  for (const Pool* pool : {&small_free_, &large_free_})
+    for (const Block* block : *pool)
+      if (block->stream == stream) largest = std::max(largest, block->size);
+  return largest;
 }
 
 AllocatorStats CachingAllocator::stats() const {
@@ -269,13 +334,17 @@ void CachingAllocator::release_cached_locked() {
         ++it;
         continue;
       }
-      system_.free(block->ptr);
-      stats_.reserved -= block->size;
-      --segment_count_;
-      delete block;
+      release_segment_locked(block);
       it = pool->erase(it);
     }
   }
+}
+
+void CachingAllocator::release_segment_locked(Block* block) {
+  system_.free(block->ptr);  // when this throws, the segment stays counted: the system may still hold it
+  stats_.reserved -= block->size;
+  --segment_count_;
+  delete block;
 }
 
 // ---- host allocators ----

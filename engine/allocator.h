@@ -42,6 +42,9 @@ class Allocator {
   // illegal during a capture). No-ops for allocators without a device.
   virtual void capture_begins() {}
   virtual void capture_ends() {}
+  // The largest free block the allocator holds for the calling thread's stream: what it can hand
+  // out without asking the system for memory (0 for allocators without a cache).
+  virtual size_t largest_free_block() const { return 0; }
 };
 
 // Thrown when memory cannot be had even after the cache was given back; the message says how much
@@ -75,12 +78,15 @@ void run_with_library_memory_retry(GetAllocator&& allocator, Call&& call) {
 }
 
 // The system underneath a caching allocator: memory, the calling thread's stream, and events on
-// streams. CUDA's in cuda_context.cpp; tests use fakes, so the policy runs without a GPU.
+// streams. CUDA's device memory and pinned host memory in cuda_context.cpp, plain host memory in
+// allocator.cpp; tests use fakes, so the policy runs without a GPU.
 struct CachingSystem {
   std::function<void*(size_t)> alloc;      // returns nullptr when out of memory
   std::function<void(void*)> free;
   std::function<void*()> current_stream;   // the stream of the calling thread's work
-  std::function<void*(void* stream)> record_event;  // an event marking the work queued on `stream` so far
+  // An event marking the work queued on `stream` so far. Optional: a system without events (plain
+  // host memory) has no other streams to wait for, and record_stream is a no-op there.
+  std::function<void*(void* stream)> record_event;
   std::function<bool(void* event)> event_done;      // whether it has passed (never waits)
   std::function<void(void* event)> wait_event;      // the host waits for it
   std::function<void(void* event)> destroy_event;
@@ -104,9 +110,22 @@ struct CachingSystem {
 //   - When the system allocator fails, pending events are waited for, every whole free segment is
 //     given back, and the request tried once more; then OutOfMemoryError. During a graph capture
 //     neither can be done (nor are pending frees looked at): the request fails at once, and says so.
+//   - Without caching (`caching = false`, CNN_NO_CUDA_MEMORY_CACHING=1, like PyTorch's
+//     PYTORCH_NO_CUDA_MEMORY_CACHING) every request is a system allocation of exactly its size and
+//     goes back to the system as soon as it is freed, or once the events of the other streams that
+//     used it have passed (during a graph capture: when the capture has ended). Slow, but a memory
+//     checker (compute-sanitizer) then sees an access past the end of a block, which inside a
+//     cached segment is just other memory of the segment.
 struct CachingAllocatorOptions {
   size_t max_split_bytes = SIZE_MAX;
+  bool caching = true;
 };
+
+// The options the environment asks for, from the values of CNN_CUDA_MAX_SPLIT_MB (PyTorch's
+// max_split_size_mb: a number of MiB, more than 20) and CNN_NO_CUDA_MEMORY_CACHING (1: no caching,
+// 0: caching); nullptr for a variable that is not set. A value that is neither is a cnn::Error that
+// names the variable.
+CachingAllocatorOptions caching_options_from_environment(const char* max_split_mb, const char* no_caching);
 
 class CachingAllocator : public Allocator {
  public:
@@ -125,6 +144,7 @@ class CachingAllocator : public Allocator {
   void record_stream(void* ptr, void* stream) override;
   void capture_begins() override;
   void capture_ends() override;
+  size_t largest_free_block() const override;
 
   static constexpr size_t kMinBlock = 512;
   static constexpr size_t kSmallRequest = size_t{1} << 20;    // the small pool's largest request
@@ -145,10 +165,14 @@ class CachingAllocator : public Allocator {
   using Pool = std::set<Block*, BlockOrder>;
 
   Block* find_free_locked(Pool& pool, void* stream, size_t size);
+  Block* new_segment_locked(size_t bytes, size_t segment, void* stream, bool small_pool);
   Block* split_locked(Block* block, size_t size);
   void free_block_locked(Block* block);
   void process_pending_locked(bool wait);
   void release_cached_locked();
+  void release_segment_locked(Block* block);
+  void free_or_keep_locked(Block* block) noexcept;  // free_block_locked; a failure keeps it out of use
+  void keep_out_of_use_locked(Block* block, const std::string& why);
   bool small(size_t size) const { return size <= kSmallRequest; }
   [[noreturn]] void fail_out_of_memory(size_t bytes, size_t segment) const;
 
@@ -157,7 +181,9 @@ class CachingAllocator : public Allocator {
   mutable std::mutex mutex_;
   Pool small_free_, large_free_;
   std::unordered_map<void*, Block*> live_blocks_;
-  std::vector<std::pair<void*, Block*>> pending_;  // (event, block) freed while other streams use it
+  // (event, block) freed while other streams use it; without caching also (nullptr, block) for a
+  // block freed during a graph capture, given back to the system once the capture has ended.
+  std::vector<std::pair<void*, Block*>> pending_;
   std::string deferred_error_;  // a failure inside deallocate, thrown by the next allocate
   std::vector<Block*> abandoned_;  // blocks kept out of use for good (an event could not be recorded)
   size_t segment_count_ = 0;
@@ -165,7 +191,8 @@ class CachingAllocator : public Allocator {
   AllocatorStats stats_;
 };
 
-// Host memory from a pair of system functions, with statistics (no caching).
+// Host memory from a pair of system functions, with statistics (no caching): the host memory of
+// sanitizer builds, so that AddressSanitizer sees every free.
 class HostAllocator : public Allocator {
  public:
   using SystemAlloc = void* (*)(size_t);  // returns nullptr on failure
@@ -190,7 +217,10 @@ inline constexpr size_t kHostHugePage = size_t{2} << 20;
 
 // Host memory with statistics: cached blocks, aligned as above.
 Allocator& cpu_allocator();
-// Page-locked host memory for fast host-device copies (plain host memory without CUDA).
+// Page-locked host memory for fast host-device copies: a CachingAllocator over cudaHostAlloc, as
+// PyTorch's CachingHostAllocator, since cudaFreeHost waits for the whole device. A freed block is
+// reused at once unless it was recorded on a stream (Tensor::record_stream after an asynchronous
+// copy): then only after that stream's work at free time has run. Plain host memory without CUDA.
 Allocator& pinned_allocator();
 // The caching allocator of CUDA device `index` (a cnn::Error when there is no such device).
 Allocator& cuda_allocator(int index);

@@ -24,6 +24,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/library_status.h"
+#include "kernels/cuda/runtime_status.h"
 #endif
 
 #if CNN_WITH_CUDA
@@ -31,15 +32,15 @@
 namespace cnn::cuda {
 
 namespace {
-void check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) throw Error(std::string("CUDA ") + what + " failed: " + cudaGetErrorString(err));
-}
+using kernels::cuda::check_runtime;
+using kernels::cuda::report_runtime_failure;
 
 struct DeviceState {
   std::atomic<void*> stream{nullptr};  // nullptr: the legacy default stream; read by loader threads too
   cublasHandle_t cublas = nullptr;
   cudaStream_t copy_stream = nullptr;  // host-to-device uploads (engine/async_copy.h), kept for the process
   cudaStream_t capture_stream = nullptr;  // CUDA graph captures (engine/graph.h), kept for the process
+  std::vector<cudaStream_t> spare_streams;  // given back by take_stream's users, for the next one
   StreamWorkspaces cublas_workspaces{size_t{32} << 20};  // what cuBLAS itself reserves on Hopper
   cudnnHandle_t cudnn = nullptr;
   std::unique_ptr<CachingAllocator> allocator;
@@ -57,7 +58,7 @@ struct Context {
     if (err != cudaSuccess) {
       count = 0;
       unavailable_reason = cudaGetErrorString(err);
-      cudaGetLastError();  // clear the sticky error
+      (void)kernels::cuda::cleared(err);
     } else {
       count = n;
       if (n == 0) unavailable_reason = "no CUDA device found";
@@ -71,17 +72,10 @@ Context& context() {
   return *ctx;
 }
 
-// PyTorch's PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:N, as CNN_CUDA_MAX_SPLIT_MB=N.
+// PyTorch's PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:N as CNN_CUDA_MAX_SPLIT_MB=N, and its
+// PYTORCH_NO_CUDA_MEMORY_CACHING=1 as CNN_NO_CUDA_MEMORY_CACHING=1 (engine/allocator.h).
 CachingAllocator::Options allocator_options() {
-  CachingAllocator::Options options;
-  if (const char* mb = std::getenv("CNN_CUDA_MAX_SPLIT_MB")) {
-    char* end = nullptr;
-    const unsigned long long value = std::strtoull(mb, &end, 10);
-    CNN_CHECK(end != mb && *end == '\0' && value > 0, "CNN_CUDA_MAX_SPLIT_MB=", mb,
-              " is not a positive number of MiB; unset it or give e.g. 512 (more than 20)");
-    options.max_split_bytes = static_cast<size_t>(value) << 20;
-  }
-  return options;
+  return caching_options_from_environment(std::getenv("CNN_CUDA_MAX_SPLIT_MB"), std::getenv("CNN_NO_CUDA_MEMORY_CACHING"));
 }
 
 DeviceState& state(int device) {
@@ -105,12 +99,12 @@ void set_device(int device) {
   // Asked of the runtime each time (cheap), so a caller's own cudaSetDevice never leaves us stale.
   require_device(device);
   if (current_device() == device) return;
-  check(cudaSetDevice(device), "cudaSetDevice");
+  check_runtime(cudaSetDevice(device), "cudaSetDevice to cuda:" + std::to_string(device));
 }
 
 int current_device() {
   int device = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
+  check_runtime(cudaGetDevice(&device), "cudaGetDevice");
   return device;
 }
 
@@ -132,13 +126,14 @@ void set_stream(int device, void* stream) { state(device).stream = stream; }
 void synchronize(int device) {
   host_sync_point("a stream synchronisation");
   set_device(device);
-  check(cudaStreamSynchronize(static_cast<cudaStream_t>(current_stream(device))), "cudaStreamSynchronize");
+  check_runtime(cudaStreamSynchronize(static_cast<cudaStream_t>(current_stream(device))),
+                "cudaStreamSynchronize on cuda:" + std::to_string(device));
 }
 
 DeviceMemory memory_info(int device) {
   set_device(device);
   DeviceMemory m;
-  check(cudaMemGetInfo(&m.free, &m.total), "cudaMemGetInfo");
+  check_runtime(cudaMemGetInfo(&m.free, &m.total), "cudaMemGetInfo on cuda:" + std::to_string(device));
   return m;
 }
 
@@ -179,19 +174,21 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, size
   if (dst_device.is_cuda() && src_device.is_cuda() && dst_device.index != src_device.index) {
     // Between two GPUs: the copy runs on the destination's stream after the source's queued work
     // (which may still be writing the source), and the source's later work (which may reuse the
-    // source's memory once it is freed) waits for the copy.
-    Event source_ready(src_device.index);
-    source_ready.record(current_stream(src_device.index));
-    auto stream = static_cast<cudaStream_t>(current_stream(dst_device.index));
-    source_ready.make_wait(stream);
-    set_device(dst_device.index);
-    check(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, bytes, stream),
-          ("cudaMemcpyPeerAsync of " + format_bytes(static_cast<double>(bytes)) + " from " + src_device.str() + " to " +
-           dst_device.str())
-              .c_str());
-    Event copied(dst_device.index);
-    copied.record(stream);
-    copied.make_wait(current_stream(src_device.index));
+    // source's memory once it is freed) waits for the copy. Each stream is named with its device:
+    // a null stream is the legacy default stream of whichever device is current.
+    const int from = src_device.index, to = dst_device.index;
+    void* src_stream = current_stream(from);
+    void* dst_stream = current_stream(to);
+    Event source_ready(from);
+    source_ready.record(src_stream);
+    source_ready.make_wait(to, dst_stream);
+    set_device(to);
+    check_runtime(cudaMemcpyPeerAsync(dst, to, src, from, bytes, static_cast<cudaStream_t>(dst_stream)),
+                  "cudaMemcpyPeerAsync of " + format_bytes(static_cast<double>(bytes)) + " from " + src_device.str() +
+                      " to " + dst_device.str());
+    Event copied(to);
+    copied.record(dst_stream);
+    copied.make_wait(from, src_stream);
     return;
   }
   const int device = dst_device.is_cuda() ? dst_device.index : src_device.index;
@@ -203,44 +200,40 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, size
     return std::string(call) + " of " + format_bytes(static_cast<double>(bytes)) + " from " + src_device.str() +
            " to " + dst_device.str();
   };
-  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream), what("cudaMemcpyAsync").c_str());
+  check_runtime(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream), what("cudaMemcpyAsync"));
   if (dst_device.is_cpu() || src_device.is_cpu())
-    check(cudaStreamSynchronize(stream), what("cudaStreamSynchronize after the cudaMemcpyAsync").c_str());
+    check_runtime(cudaStreamSynchronize(stream), what("cudaStreamSynchronize after the cudaMemcpyAsync"));
 }
 
 void copy_to_device_async(void* dst, const void* host_src, size_t bytes, void* stream) {
-  check(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)),
-        ("cudaMemcpyAsync of " + format_bytes(static_cast<double>(bytes)) + " from pinned host memory to the device")
-            .c_str());
+  check_runtime(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)),
+                "cudaMemcpyAsync of " + format_bytes(static_cast<double>(bytes)) + " from pinned host memory to the device");
 }
 
 Event::Event(int device) : device_(device) {
   set_device(device);
   cudaEvent_t e = nullptr;
-  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  check_runtime(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
   event_ = e;
 }
 Event::~Event() {
-  if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+  if (event_ != nullptr) report_runtime_failure(cudaEventDestroy(static_cast<cudaEvent_t>(event_)), "cudaEventDestroy");
 }
 void Event::record(void* stream) {
   set_device(device_);
-  check(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream)), "cudaEventRecord");
+  check_runtime(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream)), "cudaEventRecord");
 }
-void Event::make_wait(void* stream) {
-  set_device(device_);
-  check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event_), 0), "cudaStreamWaitEvent");
+void Event::make_wait(void* stream) { make_wait(device_, stream); }
+void Event::make_wait(int stream_device, void* stream) {
+  set_device(stream_device);  // a null stream is the legacy default stream of the current device
+  check_runtime(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event_), 0),
+                "cudaStreamWaitEvent");
 }
 void Event::synchronize() {
   host_sync_point("an event synchronisation");
-  check(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "cudaEventSynchronize");
+  check_runtime(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "cudaEventSynchronize");
 }
-bool Event::done() {
-  const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event_));
-  if (status == cudaErrorNotReady) return false;
-  check(status, "cudaEventQuery");
-  return true;
-}
+bool Event::done() { return kernels::cuda::event_passed(static_cast<cudaEvent_t>(event_)); }
 
 namespace {
 // A non-blocking stream of the device kept in `member` of its state, created on first use.
@@ -249,18 +242,40 @@ void* stream_of(int device, cudaStream_t DeviceState::*member) {
   std::lock_guard<std::mutex> lock(context().mutex);
   if (!(s.*member)) {
     set_device(device);
-    check(cudaStreamCreateWithFlags(&(s.*member), cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    check_runtime(cudaStreamCreateWithFlags(&(s.*member), cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   }
   return s.*member;
 }
 }  // namespace
 
+void* take_stream(int device) {
+  DeviceState& s = state(device);
+  std::lock_guard<std::mutex> lock(context().mutex);
+  if (!s.spare_streams.empty()) {
+    cudaStream_t stream = s.spare_streams.back();
+    s.spare_streams.pop_back();
+    return stream;
+  }
+  set_device(device);
+  cudaStream_t stream = nullptr;
+  check_runtime(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                "cudaStreamCreateWithFlags on cuda:" + std::to_string(device));
+  return stream;
+}
+
+void give_back_stream(int device, void* stream) {
+  if (stream == nullptr) return;
+  DeviceState& s = state(device);
+  std::lock_guard<std::mutex> lock(context().mutex);
+  s.spare_streams.push_back(static_cast<cudaStream_t>(stream));
+}
+
 void* capture_stream(int device) { return stream_of(device, &DeviceState::capture_stream); }
 
 void begin_capture(int device, void* stream) {
   set_device(device);
-  check(cudaStreamBeginCapture(static_cast<cudaStream_t>(stream), cudaStreamCaptureModeThreadLocal),
-        "cudaStreamBeginCapture");
+  check_runtime(cudaStreamBeginCapture(static_cast<cudaStream_t>(stream), cudaStreamCaptureModeThreadLocal),
+                "cudaStreamBeginCapture");
   capturing_device = device;
   capturing_stream = stream;
 }
@@ -270,32 +285,30 @@ void* end_capture(int device, void* stream, bool abandon) {
   capturing_device = -1;
   capturing_stream = nullptr;
   cudaGraph_t graph = nullptr;
-  const cudaError_t ended = cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &graph);
-  if (abandon) {
-    if (graph != nullptr) cudaGraphDestroy(graph);
-    cudaGetLastError();  // an invalidated capture leaves its error behind
-    return nullptr;
-  }
-  if (ended != cudaSuccess) {
-    if (graph != nullptr) cudaGraphDestroy(graph);
-    cudaGetLastError();
+  // An invalidated capture leaves its error behind as the thread's last error: cleared, so that
+  // the next launch does not report it as its own.
+  const cudaError_t ended = kernels::cuda::cleared(cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &graph));
+  if (graph != nullptr && (abandon || ended != cudaSuccess))
+    report_runtime_failure(cudaGraphDestroy(graph), "cudaGraphDestroy (of a failed capture)");
+  if (abandon) return nullptr;
+  if (ended != cudaSuccess)
     throw Error(std::string("CUDA graph capture failed: ") + cudaGetErrorString(ended) +
                 " (a call in the captured work synchronised with the host or used another stream without an event)");
-  }
   cudaGraphExec_t exec = nullptr;
   const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
-  cudaGraphDestroy(graph);  // the executable graph keeps what it needs
-  check(instantiated, "cudaGraphInstantiate");
+  report_runtime_failure(cudaGraphDestroy(graph), "cudaGraphDestroy");  // the executable graph keeps what it needs
+  check_runtime(instantiated, "cudaGraphInstantiate");
   return exec;
 }
 
 void launch_graph(int device, void* graph, void* stream) {
   set_device(device);
-  check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), static_cast<cudaStream_t>(stream)), "cudaGraphLaunch");
+  check_runtime(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), static_cast<cudaStream_t>(stream)),
+                "cudaGraphLaunch");
 }
 
 void destroy_graph(void* graph) {
-  if (graph != nullptr) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
+  if (graph != nullptr) report_runtime_failure(cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph)), "cudaGraphExecDestroy");
 }
 
 void* copy_stream(int device) { return stream_of(device, &DeviceState::copy_stream); }
@@ -303,6 +316,47 @@ void* copy_stream(int device) { return stream_of(device, &DeviceState::copy_stre
 }  // namespace cnn::cuda
 
 namespace cnn {
+
+namespace {
+// The events of both CUDA caching allocators (device memory and pinned host memory): an event on
+// `stream` of `device`, whether it has passed, the host waiting for it, and its end.
+void* record_event_on(int device, void* stream) {
+  cuda::set_device(device);
+  cudaEvent_t e = nullptr;
+  kernels::cuda::check_runtime(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  const cudaError_t recorded = cudaEventRecord(e, static_cast<cudaStream_t>(stream));
+  if (recorded != cudaSuccess) kernels::cuda::report_runtime_failure(cudaEventDestroy(e), "cudaEventDestroy");
+  kernels::cuda::check_runtime(recorded, "cudaEventRecord");
+  return e;
+}
+
+void use_cuda_events(CachingSystem& system) {
+  system.event_done = [](void* e) { return kernels::cuda::event_passed(static_cast<cudaEvent_t>(e)); };
+  system.wait_event = [](void* e) {
+    kernels::cuda::check_runtime(cudaEventSynchronize(static_cast<cudaEvent_t>(e)), "cudaEventSynchronize");
+  };
+  system.destroy_event = [](void* e) {
+    kernels::cuda::report_runtime_failure(cudaEventDestroy(static_cast<cudaEvent_t>(e)), "cudaEventDestroy");
+  };
+}
+
+// A system allocation that found no memory answers null, cleared from the thread's last error
+// (kernels/cuda/runtime_status.h), so that the caching allocator can give back its cache, retry,
+// and then report out of memory; any other failure (a kernel's illegal address surfacing here, a
+// lost device) is not a question of memory and says what it is.
+void* null_when_out_of_memory(cudaError_t status, void* p, const char* call) {
+  if (status == cudaErrorMemoryAllocation) {
+    (void)kernels::cuda::cleared(status);
+    return nullptr;
+  }
+  kernels::cuda::check_runtime(status, call);
+  return p;
+}
+
+// Pinned host memory is one pool whatever the stream: its blocks carry this tag instead of a
+// stream, so that a copy on any stream, the legacy default one (null) included, can be recorded.
+char pinned_host_tag;
+}  // namespace
 
 Allocator& cuda_allocator(int index) {
   cuda::require_device(index);
@@ -319,38 +373,18 @@ Allocator& cuda_allocator(int index) {
       // made in relaxed mode for this thread, as PyTorch's allocator does. The memory is not part
       // of the graph; the graph's pool keeps it for as long as the graph may use it.
       cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-      cudaThreadExchangeStreamCaptureMode(&mode);
+      kernels::cuda::check_runtime(cudaThreadExchangeStreamCaptureMode(&mode), "cudaThreadExchangeStreamCaptureMode");
       const cudaError_t status = cudaMalloc(&p, bytes);
-      cudaThreadExchangeStreamCaptureMode(&mode);
-      if (status == cudaErrorMemoryAllocation) {
-        cudaGetLastError();  // out of memory is not sticky: clear it so later calls do not see it
-        return nullptr;      // the caching allocator frees its cache and retries, then reports it
-      }
-      // Anything else (a kernel's illegal address surfacing here, a lost device) is not a question of
-      // memory: say what it is rather than "out of memory".
-      cuda::check(status, "cudaMalloc");
-      return p;
+      kernels::cuda::check_runtime(cudaThreadExchangeStreamCaptureMode(&mode), "cudaThreadExchangeStreamCaptureMode");
+      return null_when_out_of_memory(status, p, "cudaMalloc");
     };
     system.free = [index](void* p) {
       cuda::set_device(index);
-      cudaFree(p);
+      kernels::cuda::check_runtime(cudaFree(p), "cudaFree");
     };
     system.current_stream = [index] { return cuda::current_stream(index); };
-    system.record_event = [index](void* stream) -> void* {
-      cuda::set_device(index);
-      cudaEvent_t e = nullptr;
-      cuda::check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-      cuda::check(cudaEventRecord(e, static_cast<cudaStream_t>(stream)), "cudaEventRecord");
-      return e;
-    };
-    system.event_done = [](void* e) {
-      const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(e));
-      if (status == cudaErrorNotReady) return false;
-      cuda::check(status, "cudaEventQuery");
-      return true;
-    };
-    system.wait_event = [](void* e) { cuda::check(cudaEventSynchronize(static_cast<cudaEvent_t>(e)), "cudaEventSynchronize"); };
-    system.destroy_event = [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); };
+    system.record_event = [index](void* stream) { return record_event_on(index, stream); };
+    use_cuda_events(system);
     system.name = "cuda:" + std::to_string(index);
     system.free_memory = [index] { return cuda::memory_info(index).free; };
     s.allocator = std::make_unique<CachingAllocator>(std::move(system), cuda::allocator_options());
@@ -359,16 +393,30 @@ Allocator& cuda_allocator(int index) {
 }
 
 Allocator& pinned_allocator() {
-  static HostAllocator* allocator = new HostAllocator(
-      [](size_t bytes) -> void* {
-        if (!cuda::is_available()) return std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
-        void* p = nullptr;
-        return cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault) == cudaSuccess ? p : nullptr;
-      },
-      [](void* p) {
-        if (cuda::is_available()) cudaFreeHost(p);
-        else std::free(p);
-      });
+  // Never destroyed, like the device allocators: tensors in static objects may outlive it.
+  static Allocator* allocator = []() -> Allocator* {
+    if (!cuda::is_available()) return &cpu_allocator();
+    CachingSystem system;
+    system.alloc = [](size_t bytes) -> void* {
+      void* p = nullptr;
+      return null_when_out_of_memory(cudaHostAlloc(&p, bytes, cudaHostAllocDefault), p, "cudaHostAlloc");
+    };
+    system.free = [](void* p) { kernels::cuda::check_runtime(cudaFreeHost(p), "cudaFreeHost"); };
+    system.current_stream = []() -> void* { return &pinned_host_tag; };
+    system.record_event = [](void* stream) {
+      int device = cuda::current_device();  // the legacy default stream's
+      if (stream != nullptr)
+        kernels::cuda::check_runtime(cudaStreamGetDevice(static_cast<cudaStream_t>(stream), &device),
+                                     "cudaStreamGetDevice (a stream that used pinned host memory)");
+      return record_event_on(device, stream);
+    };
+    use_cuda_events(system);
+    system.name = "pinned host memory";
+    // Only the caching switch applies: a host block is never split for another stream.
+    CachingAllocator::Options options;
+    options.caching = cuda::allocator_options().caching;
+    return new CachingAllocator(std::move(system), options);
+  }();
   return *allocator;
 }
 
@@ -412,12 +460,15 @@ Event::Event(int device) : device_(device) { require_device(device); }
 Event::~Event() = default;
 void Event::record(void*) { require_device(device_); }
 void Event::make_wait(void*) { require_device(device_); }
+void Event::make_wait(int stream_device, void*) { require_device(stream_device); }
 void Event::synchronize() { require_device(device_); }
 bool Event::done() { return true; }
 void* copy_stream(int device) {
   require_device(device);
   return nullptr;
 }
+void* take_stream(int device) { unavailable(device); }
+void give_back_stream(int, void*) {}
 
 }  // namespace cnn::cuda
 

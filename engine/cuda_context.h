@@ -80,8 +80,11 @@ class Event {
   ~Event();
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
-  void record(void* stream);      // marks the work enqueued on `stream` so far
-  void make_wait(void* stream);   // work enqueued on `stream` from now on waits for the mark
+  void record(void* stream);      // marks the work enqueued on `stream` (of the event's device) so far
+  void make_wait(void* stream);   // work enqueued on `stream` (of the event's device) from now on waits for the mark
+  // The same for a stream of another device: a null stream is the legacy default stream of
+  // whichever device is current, so the stream's device is named.
+  void make_wait(int stream_device, void* stream);
   void synchronize();             // the host waits for the mark
   bool done();                    // whether the mark has passed (no waiting)
 
@@ -110,5 +113,13 @@ void destroy_graph(void* graph);
 // The device's copy stream: created on first use, non-blocking with respect to the legacy default
 // stream, used for host-to-device uploads only.
 void* copy_stream(int device);
+
+// A non-blocking stream of `device` for one user's own ordered work (the NCCL communicator's
+// collectives), which gives it back when it is gone. Streams are never destroyed, as PyTorch keeps
+// its streams for the life of the process: the caching allocator records events on a stream a block
+// was used on (record_stream) when the block is freed, which may be after the stream's user has
+// gone. A stream given back is handed to the next user.
+void* take_stream(int device);
+void give_back_stream(int device, void* stream);
 
 }  // namespace cnn::cuda

@@ -11,11 +11,13 @@
 #if CNN_WITH_CUDA
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/runtime_status.h"
+
 namespace cnn::cuda {
 
 namespace {
 void check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) throw Error(std::string("CUDA ") + what + " failed (timed event of the profiler): " + cudaGetErrorString(err));
+  kernels::cuda::check_runtime(err, std::string(what) + " of a timed event of the profiler");
 }
 }  // namespace
 
@@ -26,7 +28,8 @@ TimedEvent::TimedEvent(int device) : device_(device) {
   event_ = e;
 }
 TimedEvent::~TimedEvent() {
-  if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+  if (event_ != nullptr)
+    kernels::cuda::report_runtime_failure(cudaEventDestroy(static_cast<cudaEvent_t>(event_)), "cudaEventDestroy of a timed event");
 }
 void TimedEvent::record(void* stream) {
   set_device(device_);

@@ -2,6 +2,7 @@
 #include "engine/graph.h"
 
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "engine/cuda_context.h"
@@ -18,6 +19,9 @@ struct CapturedGraph::State {
   std::vector<std::function<void()>> calls;        // CPU: the recorded calls, in order
   std::vector<std::shared_ptr<const void>> kept;   // CPU: host data they point to
   void* exec = nullptr;                            // CUDA: the executable graph
+  // CUDA: marks the end of the last replay, on whichever stream it ran (launches of one graph run
+  // in order, so it is the end of every replay).
+  std::unique_ptr<cuda::Event> replayed;
 };
 
 namespace {
@@ -85,7 +89,9 @@ CapturedGraph::CapturedGraph(Device device, const std::function<void()>& work, c
 CapturedGraph::~CapturedGraph() {
   if (state_->exec != nullptr) {
     try {
-      cuda::synchronize(state_->device.index);  // the last replay may still use the pool's memory
+      // The last replay may still use the pool's memory. It ran on the stream that was current
+      // then, which need not be the current stream now (a caller's own, set back since).
+      if (state_->replayed) state_->replayed->synchronize();
     } catch (...) {  // a broken device fails loudly elsewhere; the memory is given back regardless
     }
     cuda::destroy_graph(state_->exec);
@@ -99,7 +105,10 @@ void CapturedGraph::replay() {
     for (const std::function<void()>& call : state_->calls) call();
   } else {
     const int index = state_->device.index;
-    cuda::launch_graph(index, state_->exec, cuda::current_stream(index));
+    void* stream = cuda::current_stream(index);
+    cuda::launch_graph(index, state_->exec, stream);
+    if (!state_->replayed) state_->replayed = std::make_unique<cuda::Event>(index);
+    state_->replayed->record(stream);
   }
 }
 

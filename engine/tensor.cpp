@@ -222,7 +222,7 @@ Tensor Tensor::pin_memory() const {
 }
 
 void Tensor::record_stream(void* stream) const {
-  if (defined() && is_cuda()) impl_->storage->record_stream(stream);
+  if (defined() && (is_cuda() || impl_->storage->pinned())) impl_->storage->record_stream(stream);
 }
 
 std::vector<double> Tensor::to_doubles() const {

@@ -77,7 +77,9 @@ class Tensor {
   Tensor pin_memory() const;  // page-locked CPU copy
   // Work queued on `stream` (a cudaStream_t, not the device's current stream) also uses this
   // tensor's memory: once freed, it is reused only after that work has run (PyTorch's
-  // Tensor.record_stream). A no-op for host tensors and memory the caller owns.
+  // Tensor.record_stream). For pinned host tensors too (an asynchronous copy from or to them on
+  // `stream`; null is the current device's legacy default stream). A no-op for other host tensors
+  // and memory the caller owns.
   void record_stream(void* stream) const;
   std::vector<double> to_doubles() const;  // all values, copied to the host
   double item() const;  // the value of a one-element tensor

@@ -5,7 +5,9 @@
 //   - The communicator is non-blocking (config.blocking = 0), so no NCCL call can hang the caller:
 //     init, and any enqueue that answers ncclInProgress, are polled with ncclCommGetAsyncError
 //     within the timeout.
-//   - Collectives run on a communication stream of their own. Each one first waits (an event) for
+//   - Collectives run on a communication stream of their own (cuda::take_stream: kept for the life of
+//     the process, since blocks recorded on it are freed after the communicator is gone, and their
+//     events are recorded on it then). Each one first waits (an event) for
 //     the work enqueued so far on the engine's compute stream, then runs, then records a done event;
 //     Pending::wait() makes the compute stream wait for that event, so the host does not block.
 //     broadcast and all_gather wait that way at once; barrier waits on the host.
@@ -36,8 +38,12 @@
 #include "engine/cuda_context.h"
 #include "engine/distributed/backends.h"
 #include "engine/error.h"
+#include "kernels/cuda/runtime_status.h"
 
 namespace cnn::distributed {
+
+using kernels::cuda::cleared;
+using kernels::cuda::report_runtime_failure;
 
 namespace {
 
@@ -77,7 +83,7 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 struct CudaEvent {
   cudaEvent_t event = nullptr;
   ~CudaEvent() {
-    if (event) cudaEventDestroy(event);
+    if (event) report_runtime_failure(cudaEventDestroy(event), "cudaEventDestroy of an NCCL collective's done event");
   }
 };
 
@@ -106,7 +112,7 @@ class NcclPending final : public PendingCollective {
     const std::shared_ptr<CudaEvent> done = std::move(done_);
     cuda::set_device(device_);  // a null compute stream is the legacy default stream of the current device
     const cudaError_t err =
-        cudaStreamWaitEvent(static_cast<cudaStream_t>(cuda::current_stream(device_)), done->event, 0);
+        cleared(cudaStreamWaitEvent(static_cast<cudaStream_t>(cuda::current_stream(device_)), done->event, 0));
     CNN_CHECK(err == cudaSuccess, "NCCL ", collective_, " of ", format_bytes(static_cast<double>(bytes_)), " on cuda:",
               device_, ": the compute stream could not wait for it (cudaStreamWaitEvent failed: ",
               cudaGetErrorString(err), "); ", kHint);
@@ -129,13 +135,13 @@ class NcclCommunicator final : public Communicator {
     try {
       cuda::require_device(device);
       cuda::set_device(device);
-      check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "init", "cudaStreamCreateWithFlags");
+      stream_ = static_cast<cudaStream_t>(cuda::take_stream(device));
       check(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "init", "cudaEventCreateWithFlags");
       init(id);
     } catch (...) {
       if (comm_) ncclCommAbort(comm_);
-      if (ready_) cudaEventDestroy(ready_);
-      if (stream_) cudaStreamDestroy(stream_);
+      if (ready_) report_runtime_failure(cudaEventDestroy(ready_), "cudaEventDestroy");
+      if (stream_) cuda::give_back_stream(device, stream_);
       throw;
     }
     watchdog_ = std::thread([this] { watch(); });
@@ -143,8 +149,8 @@ class NcclCommunicator final : public Communicator {
 
   ~NcclCommunicator() override {
     // In-flight work first, while the watchdog still bounds the wait.
-    cudaSetDevice(device_);
-    cudaStreamSynchronize(stream_);
+    report_runtime_failure(cudaSetDevice(device_), "cudaSetDevice to end an NCCL communicator");
+    report_runtime_failure(cudaStreamSynchronize(stream_), "cudaStreamSynchronize of an ending NCCL communicator's stream");
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_ = true;
@@ -166,8 +172,10 @@ class NcclCommunicator final : public Communicator {
                    state == ncclInProgress ? "did not finish in time" : ncclGetErrorString(state), kHint);
       ncclCommAbort(comm_);
     }
-    cudaEventDestroy(ready_);
-    cudaStreamDestroy(stream_);
+    report_runtime_failure(cudaEventDestroy(ready_), "cudaEventDestroy of an ending NCCL communicator's event");
+    // Not destroyed: the blocks recorded on it (the collectives' tensors, barrier_value_) record
+    // events on it when they are freed, which may be later than this.
+    cuda::give_back_stream(device_, stream_);
   }
 
   const char* backend() const override { return "nccl"; }
@@ -224,7 +232,7 @@ class NcclCommunicator final : public Communicator {
 
  private:
   void check(cudaError_t err, const char* collective, const char* call) const {
-    CNN_CHECK(err == cudaSuccess, "NCCL ", collective, " on rank ", rank(), " (cuda:", device_, "): ", call,
+    CNN_CHECK(cleared(err) == cudaSuccess, "NCCL ", collective, " on rank ", rank(), " (cuda:", device_, "): ", call,
               " failed: ", cudaGetErrorString(err));
   }
 
@@ -303,14 +311,16 @@ class NcclCommunicator final : public Communicator {
   }
 
   void watch() {
-    cudaSetDevice(device_);  // else the runtime would make a context on device 0 for this thread
+    // Else the runtime would make a context on device 0 for this thread.
+    report_runtime_failure(cudaSetDevice(device_), "cudaSetDevice of the NCCL watchdog");
     std::unique_lock<std::mutex> lock(mutex_);
     while (!stopping_) {
       wake_.wait_for(lock, std::chrono::milliseconds(50));
       // One stream: collectives finish in the order they started, so only the front can be done.
       std::vector<InFlight> finished;
       while (!in_flight_.empty()) {
-        const cudaError_t err = cudaEventQuery(in_flight_.front().done->event);
+        // Not ready is an answer, not this thread's error (kernels/cuda/runtime_status.h).
+        const cudaError_t err = cleared(cudaEventQuery(in_flight_.front().done->event));
         if (err == cudaErrorNotReady) break;
         if (err != cudaSuccess)
           die(collective_text(in_flight_.front().collective, in_flight_.front().bytes) + " failed: CUDA " +

@@ -88,6 +88,31 @@ TEST_CASE("nccl: broadcast keeps the values, all_gather stacks them, barrier ret
   comm->barrier();
 }
 
+TEST_CASE("nccl: the tensors of a communicator that is gone can be freed, and the next allocation works") {
+  // Before, the destructor destroyed the communication stream while blocks still named it (every
+  // collective records it on its tensors; the barrier's value was freed after the stream): the
+  // event of their free could not be recorded, and the next allocation failed with that error.
+  if (!cuda::is_available()) {
+    MESSAGE("skipped: no CUDA device");
+    return;
+  }
+  Tensor t = values_on_gpu(DType::f32);
+  const std::vector<double> before = t.to_doubles();
+  {
+    CommunicatorPtr comm = one_rank_communicator();
+    comm->all_reduce(t, ReduceOp::sum);
+    comm->barrier();
+  }  // the communicator, with its barrier value, is gone; t is still held
+  t = Tensor();  // freed now: an event on the communication stream
+  Tensor next;
+  CHECK_NOTHROW(next = values_on_gpu(DType::f32));
+  CHECK(next.to_doubles() == before);
+  // A second communicator (taking the stream the first gave back) works as the first did.
+  CommunicatorPtr again = one_rank_communicator();
+  again->all_reduce(next, ReduceOp::sum);
+  CHECK(next.to_doubles() == before);
+}
+
 TEST_CASE("nccl: CPU tensors are refused") {
   if (!cuda::is_available()) {
     MESSAGE("skipped: no CUDA device");

@@ -38,6 +38,8 @@ struct FakeSystem {
   std::vector<std::unique_ptr<Event>> events;
   int destroyed_events = 0;
   bool fail_events = false;  // recording an event throws, as on a device that has failed
+  bool has_events = true;    // false: a system without events (plain host memory)
+  std::vector<void*> event_streams;  // the stream of each event recorded
 
   CachingAllocator make(CachingAllocator::Options options = {}) {
     CachingSystem system;
@@ -56,11 +58,13 @@ struct FakeSystem {
       std::free(p);
     };
     system.current_stream = [this] { return stream; };
-    system.record_event = [this](void*) -> void* {
-      if (fail_events) throw Error("device lost");
-      events.push_back(std::make_unique<Event>());
-      return events.back().get();
-    };
+    if (has_events)
+      system.record_event = [this](void* on) -> void* {
+        if (fail_events) throw Error("device lost");
+        events.push_back(std::make_unique<Event>());
+        event_streams.push_back(on);
+        return events.back().get();
+      };
     system.event_done = [](void* e) { return static_cast<Event*>(e)->done; };
     system.wait_event = [this](void* e) {
       ++waits;
@@ -435,6 +439,202 @@ TEST_CASE("stream workspaces: one per stream, and the allocator is called with n
   CHECK(workspaces.count() == 0);
   CHECK(allocator.allocations == allocator.deallocations);
   CHECK(inner.stats().in_use == 0);
+}
+
+TEST_CASE("without caching: every block is a system allocation of its exact size, given back when freed") {
+  // CNN_NO_CUDA_MEMORY_CACHING=1: what compute-sanitizer needs to see an access past a block's end.
+  FakeSystem sys;
+  CachingAllocator alloc = sys.make({.caching = false});
+  for (int step = 0; step < 3; ++step) {
+    void* a = alloc.allocate(1000);
+    void* b = alloc.allocate(3 * MiB + 7);
+    void* empty = alloc.allocate(0);
+    CHECK(sys.live.at(a) == 1000);          // not rounded to 512 bytes, not carved from a segment
+    CHECK(sys.live.at(b) == 3 * MiB + 7);
+    CHECK(sys.live.at(empty) == 1);         // an empty tensor still gets an address of its own
+    CHECK(alloc.stats().in_use == 1000 + 3 * MiB + 7 + 1);
+    CHECK(alloc.stats().reserved == alloc.stats().in_use);
+    alloc.deallocate(a, 1000);
+    CHECK(sys.live.count(a) == 0);          // freed at once
+    alloc.deallocate(b, 0);
+    alloc.deallocate(empty, 0);
+  }
+  CHECK(sys.mallocs == 9);  // three per step: nothing was reused
+  CHECK(sys.frees == 9);
+  CHECK(sys.live.empty());
+  CHECK(alloc.stats().reserved == 0);
+  CHECK(alloc.cached_blocks() == 0);
+  CHECK(alloc.largest_free_block() == 0);
+}
+
+TEST_CASE("without caching: a block another stream used goes back only once that stream's event has passed") {
+  FakeSystem sys;
+  CachingAllocator alloc = sys.make({.caching = false});
+  int compute = 0, communication = 0;
+  sys.stream = &compute;
+  void* p = alloc.allocate(64 * KiB);
+  alloc.record_stream(p, &communication);
+  alloc.deallocate(p, 0);
+  REQUIRE(sys.events.size() == 1);
+  CHECK(sys.event_streams[0] == &communication);
+  CHECK(sys.frees == 0);  // the collective may still read it
+  void* q = alloc.allocate(64 * KiB);
+  CHECK(sys.frees == 0);  // its event has not passed
+  sys.events[0]->done = true;
+  void* r = alloc.allocate(64 * KiB);  // the next allocation sees it pass
+  CHECK(sys.frees == 1);
+  CHECK(sys.destroyed_events == 1);
+  alloc.deallocate(q, 0);
+  alloc.deallocate(r, 0);
+  CHECK(sys.live.empty());
+
+  SUBCASE("empty_cache waits for it") {
+    void* s = alloc.allocate(64 * KiB);
+    alloc.record_stream(s, &communication);
+    alloc.deallocate(s, 0);
+    alloc.empty_cache();
+    CHECK(sys.waits == 1);
+    CHECK(sys.live.empty());
+  }
+}
+
+TEST_CASE("without caching: a block freed during a graph capture goes back once the capture has ended") {
+  // cudaFree cannot run while CUDA captures a graph.
+  FakeSystem sys;
+  CachingAllocator alloc = sys.make({.caching = false});
+  void* before = alloc.allocate(4 * KiB);
+  alloc.capture_begins();
+  alloc.deallocate(before, 0);
+  void* during = alloc.allocate(4 * KiB);  // allocating is allowed (relaxed mode, in the real system)
+  alloc.deallocate(during, 0);
+  CHECK(sys.frees == 0);
+  CHECK_THROWS_WITH_AS(alloc.empty_cache(), doctest::Contains("during a CUDA graph capture"), Error);
+  alloc.capture_ends();
+  void* after = alloc.allocate(4 * KiB);
+  CHECK(sys.frees == 2);
+  CHECK(sys.live.size() == 1);
+  alloc.deallocate(after, 0);
+  CHECK(sys.live.empty());
+  CHECK(alloc.stats().reserved == 0);
+}
+
+TEST_CASE("without caching: a system free that fails is reported by the next allocate") {
+  // deallocate runs in Storage's destructor and must not throw: the error waits, as for events.
+  bool fail = false;
+  CachingSystem system;
+  system.alloc = [](size_t bytes) { return std::malloc(bytes); };
+  system.free = [&](void* p) {
+    if (fail) throw Error("cudaFree failed: an illegal memory access was encountered");
+    std::free(p);
+  };
+  system.current_stream = []() -> void* { return nullptr; };
+  system.name = "fake:1";
+  void* p = nullptr;
+  {
+    CachingAllocator uncached(std::move(system), {.caching = false});
+    p = uncached.allocate(100);
+    fail = true;
+    CHECK_NOTHROW(uncached.deallocate(p, 100));
+    CHECK_THROWS_WITH_AS(uncached.allocate(100),
+                         doctest::Contains("giving 100 B back to fake:1 failed: cudaFree failed: an illegal memory "
+                                           "access was encountered; the memory is kept out of use"),
+                         Error);
+    fail = false;
+  }
+  std::free(p);  // the allocator kept it after the failure
+}
+
+TEST_CASE("the allocator options come from CNN_CUDA_MAX_SPLIT_MB and CNN_NO_CUDA_MEMORY_CACHING") {
+  const CachingAllocatorOptions unset = caching_options_from_environment(nullptr, nullptr);
+  CHECK(unset.caching);
+  CHECK(unset.max_split_bytes == SIZE_MAX);
+  CHECK_FALSE(caching_options_from_environment(nullptr, "1").caching);
+  CHECK(caching_options_from_environment(nullptr, "0").caching);
+  CHECK(caching_options_from_environment("512", nullptr).max_split_bytes == 512 * MiB);
+  CHECK_THROWS_WITH_AS(caching_options_from_environment(nullptr, "yes"),
+                       doctest::Contains("CNN_NO_CUDA_MEMORY_CACHING=yes is neither 1"), Error);
+  CHECK_THROWS_WITH_AS(caching_options_from_environment("lots", nullptr),
+                       doctest::Contains("CNN_CUDA_MAX_SPLIT_MB=lots is not a positive number of MiB"), Error);
+}
+
+TEST_CASE("largest_free_block: the largest block the calling thread's stream can take without the system") {
+  FakeSystem sys;
+  CachingAllocator alloc = sys.make();
+  int stream_a = 0, stream_b = 0;
+  sys.stream = &stream_a;
+  CHECK(alloc.largest_free_block() == 0);
+  void* big = alloc.allocate(30 * MiB);
+  void* small = alloc.allocate(12 * MiB);
+  CHECK(alloc.largest_free_block() == 0);  // both in use
+  alloc.deallocate(small, 0);
+  CHECK(alloc.largest_free_block() == 12 * MiB);
+  alloc.deallocate(big, 0);
+  CHECK(alloc.largest_free_block() == 30 * MiB);
+  sys.stream = &stream_b;
+  CHECK(alloc.largest_free_block() == 0);  // another stream's blocks are not for it
+}
+
+TEST_CASE("pinned host memory: one pool for every stream, and a block a copy used waits for that copy") {
+  // pinned_allocator() on a GPU: cudaHostAlloc underneath, its blocks tagged as host memory rather
+  // than with a stream, events recorded on the streams of the copies (record_stream) at free time.
+  FakeSystem sys;
+  int host_tag = 0, copy_stream = 0;
+  sys.stream = &host_tag;
+  CachingAllocator pinned = sys.make();
+  void* batch = pinned.allocate(6 * MiB);
+  pinned.deallocate(batch, 0);
+  void* next = pinned.allocate(6 * MiB);  // freed, not given back: the same block, no cudaFreeHost
+  CHECK(next == batch);
+  CHECK(sys.mallocs == 1);
+  CHECK(sys.frees == 0);
+  pinned.record_stream(next, &copy_stream);
+  pinned.record_stream(next, nullptr);  // the legacy default stream is a stream like the others here
+  pinned.deallocate(next, 0);
+  REQUIRE(sys.events.size() == 2);
+  CHECK(sys.event_streams == std::vector<void*>{&copy_stream, nullptr});
+  void* during = pinned.allocate(6 * MiB);
+  CHECK(during != batch);  // the copies may still read it
+  sys.events[0]->done = true;
+  sys.events[1]->done = true;
+  pinned.deallocate(during, 0);
+  void* after = pinned.allocate(6 * MiB);
+  CHECK(after == batch);
+  pinned.deallocate(after, 0);
+}
+
+TEST_CASE("a system without events: record_stream is a no-op, and the block is reused as usual") {
+  // Host memory, and pinned memory without a GPU: before, the free tried to record an event it had
+  // no way to, and kept the block out of use with an error for the next allocate.
+  FakeSystem sys;
+  sys.has_events = false;
+  CachingAllocator alloc = sys.make();
+  int other = 0;
+  void* p = alloc.allocate(4 * KiB);
+  alloc.record_stream(p, &other);
+  alloc.deallocate(p, 0);
+  void* q = nullptr;
+  CHECK_NOTHROW(q = alloc.allocate(4 * KiB));
+  CHECK(q == p);
+  alloc.deallocate(q, 0);
+}
+
+TEST_CASE("pinned host tensors reuse cached blocks, so repeated pinning stops calling the system allocator") {
+  // Before, every pinned block was a cudaHostAlloc and a cudaFreeHost (which waits for the device).
+  Allocator& pinned = pinned_allocator();
+  const Tensor values = Tensor::full({1000, 1000}, 1.5);
+  auto step = [&] {
+    Tensor a = values.pin_memory();
+    Tensor b = Tensor::empty({256}, DType::i64, Device::cpu(), /*pinned=*/true);
+    a.record_stream(nullptr);  // a no-op without a GPU; with one, an event on the legacy stream
+    CHECK(a.to_doubles()[999999] == 1.5);
+  };
+  step();
+  const uint64_t system_calls = pinned.stats().system_allocations;
+  for (int i = 0; i < 5; ++i) step();
+#if CNN_SANITIZED
+  if (!cuda::is_available()) return;  // without a GPU, pinned memory is the sanitizer's plain host memory
+#endif
+  CHECK(pinned.stats().system_allocations == system_calls);
 }
 
 TEST_CASE("host allocator statistics follow tensors") {

@@ -4,12 +4,20 @@
 // algorithms, so that cuDNN picks the same kernels in both).
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/cnn.h"
 #include "engine/graph.h"
 #include "train/small_run.h"
+
+#if CNN_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
 
 using namespace cnn;
 
@@ -33,6 +41,43 @@ TEST_CASE("gpu: a CUDA graph replays its kernels with the inputs of the moment")
   CHECK_THROWS_WITH_AS(CapturedGraph(gpu, [&] { (void)x.item(); }, "the test step"),
                        doctest::Contains("during the capture of the test step"), Error);
 }
+
+#if CNN_WITH_CUDA
+TEST_CASE("gpu: a graph waits for its last replay before its memory goes, whatever stream is current then") {
+  // Before, the destructor synchronised the stream current at its end, not the one the replay ran
+  // on: a replay on a caller's stream, set back since, could still be writing the pool's memory.
+  const Device gpu = Device::cuda(0);
+  const Tensor x = Tensor::full({1 << 20}, 1.0, DType::f32, gpu);
+  Tensor y;
+  auto graph = std::make_unique<CapturedGraph>(gpu, [&] {
+    NoGrad no_grad;
+    y = scale(x, 3.0);
+  }, "a test stretch");
+  cudaStream_t mine = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&mine, cudaStreamNonBlocking) == cudaSuccess);
+  std::atomic<bool> go{false};
+  const auto hold = [](void* flag) {
+    while (!static_cast<std::atomic<bool>*>(flag)->load()) {
+    }
+  };
+  REQUIRE(cudaLaunchHostFunc(mine, hold, &go) == cudaSuccess);  // the replay queues behind this
+  cuda::set_stream(0, mine);
+  graph->replay();
+  cuda::set_stream(0, nullptr);
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    go = true;
+  });
+  graph.reset();
+  const cudaError_t idle = cudaStreamQuery(mine);
+  (void)cudaGetLastError();  // a not-ready answer would be left as the thread's error
+  CHECK(idle == cudaSuccess);  // the replay had run when the graph was gone
+  release.join();
+  CHECK(cudaStreamSynchronize(mine) == cudaSuccess);
+  CHECK(y.to_doubles()[12345] == 3.0);
+  CHECK(cudaStreamDestroy(mine) == cudaSuccess);
+}
+#endif
 
 TEST_CASE("gpu: increment_ and device-seeded dropout agree with the CPU") {
   const Device gpu = Device::cuda(0);

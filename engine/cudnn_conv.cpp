@@ -2,6 +2,7 @@
 // allocator, the walk down the ranking.
 #include "engine/cudnn_conv.h"
 
+#include <algorithm>
 #include <string_view>
 
 #include "engine/allocator.h"
@@ -9,6 +10,15 @@
 #include "engine/tensor.h"
 
 namespace cnn::cudnn_conv {
+
+size_t find_workspace_offer(const std::vector<size_t>& requests, size_t device_free, size_t largest_free_block,
+                            size_t margin) {
+  const size_t limit = std::max(device_free > margin ? device_free - margin : 0, largest_free_block);
+  size_t offer = 0;
+  for (const size_t request : requests)
+    if (request <= limit) offer = std::max(offer, request);
+  return offer;
+}
 
 #if CNN_WITH_CUDA
 namespace {
@@ -48,15 +58,19 @@ namespace {
 void run_ranked(ConvDirection direction, DType dt, const ConvGeometry& g, const Device& device, const void* first,
                 const void* second, void* out) {
   const kernels::ConvAlgoPolicy policy = current_policy();
-  // A measured search offers the largest workspace any algorithm asks for, or none when that much
-  // cannot be had (then the algorithms that need none compete). The search is synchronous, and the
-  // workspace goes back to the pool of the same stream, so freeing it at the end is safe.
+  // A measured search offers the largest workspace an algorithm asks for that fits in what the
+  // device and the cache have free (find_workspace_offer), or none when even that cannot be had
+  // (then the algorithms that need none compete). The search is synchronous, and the workspace goes
+  // back to the pool of the same stream, so freeing it at the end is safe.
   Tensor find_workspace;
-  kernels::cuda::FindResources find{{first, second, out}, [&](size_t wanted) -> std::pair<void*, size_t> {
-                                      if (wanted > 0) find_workspace = try_workspace(wanted, device);
-                                      if (!find_workspace.defined()) return {nullptr, 0};
-                                      return {find_workspace.data(), wanted};
-                                    }};
+  const auto offer_workspace = [&](const std::vector<size_t>& requests) -> std::pair<void*, size_t> {
+    const size_t offer = find_workspace_offer(requests, cuda::memory_info(device.index).free,
+                                              cuda_allocator(device.index).largest_free_block(), kFindWorkspaceMargin);
+    if (offer > 0) find_workspace = try_workspace(offer, device);
+    if (!find_workspace.defined()) return {nullptr, 0};
+    return {find_workspace.data(), offer};
+  };
+  kernels::cuda::FindResources find{{first, second, out}, offer_workspace};
   kernels::AlgorithmRanking& ranking = ranking_of(direction, dt, g, device, policy.benchmark ? &find : nullptr);
   find_workspace = Tensor();
   void* handle = cuda::cudnn_handle(device.index);

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <utility>
+#include <vector>
 
 #include "kernels/common/algorithm_ranking.h"
 #include "kernels/common/dtype.h"
@@ -93,11 +94,12 @@ struct ConvBuffers {
 };
 
 // What a measured search (benchmark mode) times the candidates on: the call's own tensors, and a
-// workspace the caller allocates when asked for `wanted` bytes (the most any algorithm asks for); it
-// returns the buffer and its size, which may be smaller (0: only algorithms that need none compete).
+// workspace the caller allocates given what each algorithm asks for (`requests`, in bytes); it returns
+// the buffer and its size, which may be less than the largest request (cuDNN then leaves out the
+// algorithms that need more; 0: only algorithms that need none compete).
 struct FindResources {
   ConvBuffers buffers;
-  std::function<std::pair<void*, size_t>(size_t wanted)> workspace;
+  std::function<std::pair<void*, size_t>(const std::vector<size_t>& requests)> workspace;
 };
 
 // cuDNN's ranking for (direction, dtype, geometry, policy), cached with the call's descriptors (made

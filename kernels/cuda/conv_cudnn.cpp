@@ -119,11 +119,12 @@ std::vector<RankedAlgorithm> usable_entries(const Perf* perf, int count, DType d
   return entries;
 }
 
-// The largest workspace any algorithm of this direction asks for: what a measured search offers.
-size_t largest_workspace(ConvDirection d, const Descriptors& desc, cudnnHandle_t handle) {
-  size_t largest = 0;
+// The workspace each algorithm of this direction asks for (those cuDNN offers for these shapes):
+// what a measured search chooses its workspace from.
+std::vector<size_t> workspace_requests(ConvDirection d, const Descriptors& desc, cudnnHandle_t handle) {
+  std::vector<size_t> requests;
   const auto consider = [&](cudnnStatus_t status, size_t bytes) {
-    if (status == CUDNN_STATUS_SUCCESS) largest = std::max(largest, bytes);
+    if (status == CUDNN_STATUS_SUCCESS) requests.push_back(bytes);
   };
   size_t bytes = 0;
   if (d == ConvDirection::forward) {
@@ -140,11 +141,11 @@ size_t largest_workspace(ConvDirection d, const Descriptors& desc, cudnnHandle_t
                                                               static_cast<cudnnConvolutionBwdFilterAlgo_t>(a), &bytes),
                bytes);
   }
-  return largest;
+  return requests;
 }
 
-// cuDNN's ranking for one call: heuristic, or measured on `find` (its buffers, and a workspace it
-// allocates for the largest request).
+// cuDNN's ranking for one call: heuristic, or measured on `find` (its buffers, and the workspace it
+// allocates for the algorithms' requests; those that need more than it gives are left out).
 std::vector<RankedAlgorithm> rank(ConvDirection d, DType dt, ConvAlgoPolicy policy, const Descriptors& desc,
                                   cudnnHandle_t handle, const FindResources* find) {
   constexpr int kMax = 16;
@@ -152,7 +153,7 @@ std::vector<RankedAlgorithm> rank(ConvDirection d, DType dt, ConvAlgoPolicy poli
   if (policy.benchmark) {
     CNN_CHECK(find != nullptr && find->workspace, "conv2d: benchmark mode measures algorithms on the call's buffers, and "
               "none were given (an internal error: report it)");
-    const auto [workspace, workspace_bytes] = find->workspace(largest_workspace(d, desc, handle));
+    const auto [workspace, workspace_bytes] = find->workspace(workspace_requests(d, desc, handle));
     const ConvBuffers& b = find->buffers;
     if (d == ConvDirection::forward) {
       cudnnConvolutionFwdAlgoPerf_t perf[kMax];

@@ -1,11 +1,13 @@
 // The walk down a library's algorithm ranking (kernels/common/algorithm_ranking.h), which the cuDNN
-// convolutions run through: tested here with fake attempts, since the real ones need a GPU.
+// convolutions run through: tested here with fake attempts, since the real ones need a GPU; and the
+// workspace a measured search offers (engine/cudnn_conv.h).
 #include <doctest/doctest.h>
 
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "engine/cudnn_conv.h"
 #include "error_message.h"
 #include "kernels/common/algorithm_ranking.h"
 
@@ -97,4 +99,27 @@ TEST_CASE("algorithm ranking: threads demoting at once keep the furthest demotio
     });
   for (std::thread& t : threads) t.join();
   CHECK(ranking.demoted() == 3);
+}
+
+TEST_CASE("the workspace a measured cuDNN search offers fits in what the allocator has without emptying its cache") {
+  // Before, the search offered the largest workspace any algorithm asked for (GBs for some FFT and
+  // GEMM algorithms at batch 256): the allocator emptied its cache to find it, or failed.
+  constexpr size_t MiB = size_t{1} << 20, GiB = size_t{1} << 30;
+  const std::vector<size_t> requests = {0, 4 * MiB, 300 * MiB, 6 * GiB, 64 * MiB};
+  using cnn::cudnn_conv::find_workspace_offer;
+  SUBCASE("plenty free on the device: the largest request") {
+    CHECK(find_workspace_offer(requests, 40 * GiB, 0, 256 * MiB) == 6 * GiB);
+  }
+  SUBCASE("little free: the largest request below free memory less the margin; those above are left out") {
+    CHECK(find_workspace_offer(requests, 2 * GiB, 0, 256 * MiB) == 300 * MiB);
+    CHECK(find_workspace_offer(requests, 300 * MiB, 0, 256 * MiB) == 4 * MiB);  // 44 MiB after the margin
+  }
+  SUBCASE("a cached free block counts when it is larger than what the device has free") {
+    CHECK(find_workspace_offer(requests, 100 * MiB, 512 * MiB, 256 * MiB) == 300 * MiB);
+    CHECK(find_workspace_offer(requests, 100 * MiB, 64 * MiB, 256 * MiB) == 64 * MiB);  // exactly the block
+  }
+  SUBCASE("nothing fits: no workspace, and only algorithms that need none compete") {
+    CHECK(find_workspace_offer({8 * MiB, 16 * MiB}, 10 * MiB, 0, 256 * MiB) == 0);
+    CHECK(find_workspace_offer({}, 40 * GiB, 0, 256 * MiB) == 0);
+  }
 }

@@ -5,6 +5,7 @@
 // caller allows it (`[precision] tf32`, like torch.backends.cuda.matmul.allow_tf32; off by default
 // as in PyTorch); f64 uses double.
 #include <limits>
+#include <mutex>
 #include <string>
 
 #include "kernels/common/dispatch.h"
@@ -33,12 +34,20 @@ cudaDataType_t cuda_type(DType dt) {
   check_cublas(status, call.c_str());
   CNN_FAIL("unreachable: ", call);
 }
+
+// The device's handle is shared by every thread, and its stream and workspace are settings of the
+// handle: a GEMM sets them and enqueues under this lock, so that a thread on another stream (a graph
+// capture's, or a caller's own) cannot switch them between another thread's settings and its call
+// (the kernel would run on the wrong stream, with a workspace another stream is using). As the
+// convolutions' call_mutex; the enqueue itself is asynchronous and short.
+std::mutex call_mutex;
 }  // namespace
 
 void gemm(DType dt, const GemmShape& s, double alpha, const void* a, const void* b, double beta, void* c,
           void* cublas_handle, void* workspace, size_t workspace_bytes, bool allow_tf32, Stream stream) {
   if (s.m == 0 || s.n == 0) return;
   auto handle = static_cast<cublasHandle_t>(cublas_handle);
+  const std::lock_guard<std::mutex> lock(call_mutex);
   // Setting the stream resets the workspace to cuBLAS's own, so the workspace follows it every time.
   check_cublas(cublasSetStream(handle, static_cast<cudaStream_t>(stream)), "cublasSetStream");
   if (workspace != nullptr) check_cublas(cublasSetWorkspace(handle, workspace, workspace_bytes), "cublasSetWorkspace");

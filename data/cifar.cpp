@@ -11,6 +11,9 @@ constexpr int kSide = 32, kPlane = kSide * kSide, kImageBytes = 3 * kPlane;
 
 std::vector<std::string> read_names(const std::string& path) {
   std::vector<std::string> names;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return names;  // optional: the default names then
+  require_regular_file(path, "CIFAR class-name file");
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) {
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();

@@ -23,7 +23,8 @@ void Dataset::check_labels(const std::string& where) const {
 }
 
 std::vector<uint8_t> read_file_bytes(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO without a writer would block; a regular file reads as usual.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int error = errno;
     const std::string link = broken_link_reason(path);
@@ -35,7 +36,7 @@ std::vector<uint8_t> read_file_bytes(const std::string& path) {
   } closer{fd};
   struct stat info {};
   if (::fstat(fd, &info) != 0) throw CorruptImageError(path + ": cannot stat (" + std::strerror(errno) + ")");
-  if (!S_ISREG(info.st_mode)) throw CorruptImageError(path + ": not a regular file");
+  if (!S_ISREG(info.st_mode)) throw CorruptImageError(path + ": not a regular file (" + file_kind(info.st_mode) + ")");
   std::vector<uint8_t> bytes(static_cast<size_t>(info.st_size));
   size_t done = 0;
   while (done < bytes.size()) {
@@ -47,6 +48,26 @@ std::vector<uint8_t> read_file_bytes(const std::string& path) {
   }
   bytes.resize(done);
   return bytes;
+}
+
+void require_regular_file(const std::string& path, const std::string& what) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) {
+    const int error = errno;
+    const std::string link = broken_link_reason(path);
+    CNN_FAIL(what, " ", path, (error == ENOENT && link.empty() ? " does not exist" : " cannot be read"), " (",
+             link.empty() ? std::strerror(error) : link, ")");
+  }
+  CNN_CHECK(S_ISREG(info.st_mode), what, " ", path, " is not a regular file but ", file_kind(info.st_mode),
+            "; point at the file itself");
+}
+
+std::string file_kind(unsigned mode) {
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  return S_ISREG(mode) ? "a regular file" : "not a regular file";
 }
 
 std::string broken_link_reason(const std::string& path) {

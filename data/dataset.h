@@ -40,8 +40,18 @@ class Dataset {
 using DatasetPtr = std::shared_ptr<const Dataset>;
 
 // The whole file as bytes. A file that cannot be opened or read is a CorruptImageError (the loader
-// skips it): files may vanish or turn unreadable while a run is going.
+// skips it): files may vanish or turn unreadable while a run is going. Only regular files are read:
+// a FIFO, socket or device named like an image is refused without blocking, and the read stops at
+// the size the file had when it was opened.
 std::vector<uint8_t> read_file_bytes(const std::string& path);
+
+// Throws cnn::Error naming `what` and `path` unless `path` is a regular file (after links): a
+// dataset or list file that is a FIFO would otherwise block its reader in open() for ever. stat()
+// itself never blocks.
+void require_regular_file(const std::string& path, const std::string& what);
+
+// "a folder", "a FIFO (named pipe)", "a socket", "a device" or "a regular file", for a stat mode.
+std::string file_kind(unsigned mode);
 
 // Why `path` cannot be opened when it is a symbolic link that loops or whose target does not exist
 // ("a symbolic link that loops back on itself", "a symbolic link to x.jpg, which does not exist"); ""

@@ -216,6 +216,7 @@ std::shared_ptr<FileDataset> open_image_folder(const std::string& root, const Lo
 }
 
 std::shared_ptr<FileDataset> open_list_file(const std::string& path, const ListFileOptions& options) {
+  require_regular_file(path, "list file");
   std::ifstream in(path);
   CNN_CHECK(in.good(), "cannot open list file ", path);
   const fs::path base = fs::path(path).parent_path();

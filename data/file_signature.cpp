@@ -2,11 +2,15 @@
 // to hold by mistake, each recognised from its first bytes.
 #include "data/file_signature.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <vector>
+
+#include "data/dataset.h"
 
 namespace cnn::data {
 
@@ -46,6 +50,8 @@ std::string describe_signature(const uint8_t* bytes, size_t size) {
 }
 
 std::string describe_file_start(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) return file_kind(info.st_mode);  // never open a FIFO
   std::ifstream in(path, std::ios::binary);
   if (!in) return "unreadable";
   std::vector<uint8_t> bytes(16);

@@ -48,6 +48,7 @@ void check_file_can_hold(gzFile file, const std::string& path, int64_t data_byte
 }  // namespace
 
 Tensor read_idx(const std::string& path) {
+  require_regular_file(path, "IDX file");
   gzFile file = gzopen(path.c_str(), "rb");  // also reads uncompressed files transparently
   CNN_CHECK(file != nullptr, "cannot open IDX file ", path, ": ", std::strerror(errno));
   struct Closer {
@@ -78,6 +79,10 @@ Tensor read_idx(const std::string& path) {
     read_exact(file, b, 4, path, "dimensions");
     dims.push_back((int64_t(b[0]) << 24) | (int64_t(b[1]) << 16) | (int64_t(b[2]) << 8) | int64_t(b[3]));
   }
+  // A zero size holds nothing to train on, and later divisions by the image's sides would trap.
+  CNN_CHECK(std::all_of(dims.begin(), dims.end(), [](int64_t d) { return d > 0; }), "IDX file ", path,
+            ": its header gives the sizes ", Shape(dims).str(), ", one of them zero; the file holds no data or is "
+            "damaged: download it again");
   const std::optional<int64_t> count = element_count(dims);
   CNN_CHECK(count.has_value(), "IDX file ", path, ": its header's sizes multiply beyond 2^60 bytes; the file is corrupt");
   check_file_can_hold(file, path, *count, 4 + 4 * static_cast<int64_t>(rank));

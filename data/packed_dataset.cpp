@@ -195,6 +195,7 @@ void require_hdf5_file(const std::string& path) {
   CNN_CHECK(std::filesystem::exists(path, ec), "packed dataset ", path, " does not exist; make one with cnn_pack");
   CNN_CHECK(!std::filesystem::is_directory(path, ec), path, " is a folder, not a packed dataset file (", kWhatPacked,
             "); for a folder of class folders of images use format = folder, or pack it: cnn_pack ", path, " OUT.h5 --size N");
+  require_regular_file(path, "packed dataset");  // HDF5 would block in open() on a FIFO
   CNN_CHECK(H5Fis_hdf5(path.c_str()) > 0, path, " is not an HDF5 file: it starts with ", describe_file_start(path),
             " where HDF5's signature 0x89484446 is expected (", kWhatPacked,
             "); point at a packed file, set [data] format to what the data is, or pack it with cnn_pack");

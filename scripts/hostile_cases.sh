@@ -58,6 +58,18 @@ for c in "ab":
 os.makedirs(f"{work}/badidx", exist_ok=True)
 for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
     open(f"{work}/badidx/{name}", "wb").write(b"\x12\x34\x56\x78" + b"\0" * 64)
+# A FIFO named like an image in a class folder (it would block a reader in open()), and IDX files
+# whose header has a zero size.
+for c in ("cat", "dog"):
+    os.makedirs(f"{work}/fifo/{c}", exist_ok=True)
+    for i in range(12):
+        png(f"{work}/fifo/{c}/{i}.png", 40, 40)
+os.mkfifo(f"{work}/fifo/dog/pipe.jpg")
+os.makedirs(f"{work}/zeroidx", exist_ok=True)
+for name, dims in (("train-images-idx3-ubyte", (64, 0, 28)), ("train-labels-idx1-ubyte", (64,)),
+                   ("t10k-images-idx3-ubyte", (64, 0, 28)), ("t10k-labels-idx1-ubyte", (64,))):
+    open(f"{work}/zeroidx/{name}", "wb").write(bytes([0, 0, 8, len(dims)]) + b"".join(struct.pack(">I", d) for d in dims) +
+                                              (b"\0" * 64 if len(dims) == 1 else b""))
 open(f"{work}/long.ini", "w").write("[model]\n; " + "x" * 5000 + "\nname = compact_cnn\n")
 open(f"{work}/spaces.ini", "w").write(open("configs/fashion_mnist.ini").read().replace("[model]", "[ model ]"))
 open(f"{work}/bom.ini", "wb").write(b"\xef\xbb\xbf" + open("configs/fashion_mnist.ini", "rb").read())
@@ -77,6 +89,12 @@ case_row "a UTF-8 byte-order mark at the start of the config" 0 "" "$bin/cnn_tra
 case_row "a directory given as the config" 1 "directory|folder" "$bin/cnn_train $work"
 case_row "a 5000-character comment line" 1 "unknown|missing|required|data" "$bin/cnn_train $work/long.ini --set run.dir=$work/runs"
 case_row "IDX files with a wrong magic" 1 "magic" "$train --set data.path=$work/badidx --set data.val_path="
+case_row "a FIFO named pipe.jpg in a class folder" 0 "" "$train ${folder%--set data.path=*}--set data.path=$work/fifo --set data.val_path= --set model.num_classes=2 --set data.image_size=28 --set train.max_steps=2"
+case_row "cnn_pack --check of a folder holding a FIFO" 1 "pipe.jpg: not a regular file \\(a FIFO" "$bin/cnn_pack --check $work/fifo"
+case_row "IDX images of size [64, 0, 28]" 1 "one of them zero" "$train --set data.path=$work/zeroidx --set data.val_path="
+case_row "[distributed] timeout_s = 1e10" 1 "outside \\(0, 604800\\]" "$train --set distributed.timeout_s=1e10"
+case_row "[distributed] bucket_mb = 1e300" 1 "outside \\(0, 4096\\]" "$train --set distributed.bucket_mb=1e300"
+case_row "[train] mixup = 1e308" 1 "outside \\[0, 100\\]" "$train --set train.mixup=1e308"
 case_row "format = packed pointed at a folder" 1 "folder|directory" "$train --set data.format=packed --set data.path=$work/folder --set data.val_path="
 case_row "cnn_infer --topk 0" 105 "at least 1|>= 1|whole number" "$bin/cnn_infer --checkpoint x.h5 --topk 0 y.png"
 

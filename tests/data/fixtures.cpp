@@ -5,7 +5,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <future>
+#include <thread>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -32,6 +36,32 @@ std::string TempDir::write(const std::string& relative, const std::vector<uint8_
   std::ofstream out(file, std::ios::binary);
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   return file.string();
+}
+
+std::string make_fifo(const TempDir& dir, const std::string& relative) {
+  const std::filesystem::path p = dir.path() / relative;
+  std::filesystem::create_directories(p.parent_path());
+  CNN_CHECK(::mkfifo(p.c_str(), 0600) == 0, "mkfifo ", p.string(), " failed");
+  return p.string();
+}
+
+bool returns_without_a_writer(const std::string& fifo, const std::function<void()>& f, double seconds) {
+  std::promise<void> finished;
+  std::future<void> done = finished.get_future();
+  std::thread worker([&] {
+    try {
+      f();
+    } catch (...) {
+    }
+    finished.set_value();
+  });
+  const bool in_time = done.wait_for(std::chrono::duration<double>(seconds)) == std::future_status::ready;
+  if (!in_time) {  // wake a reader stuck in open(): a writer appears and leaves at once
+    const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+  }
+  worker.join();
+  return in_time;
 }
 
 std::string TempDir::write_text(const std::string& relative, const std::string& text) const {

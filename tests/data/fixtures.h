@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,12 @@ void put_be32(std::vector<uint8_t>& out, uint32_t v);
 // A PNG signature, an IHDR chunk (8-bit RGB) claiming width x height, and IEND: a few dozen bytes
 // (a decompression bomb's header without its data).
 std::vector<uint8_t> png_header_claiming(uint32_t width, uint32_t height);
+
+// Makes a FIFO (named pipe) at path()/relative and returns its path.
+std::string make_fifo(const TempDir& dir, const std::string& relative);
+// Runs f and says whether it returned or threw within `seconds`. If it did not, a writer opens the
+// FIFO `fifo` so that a reader blocked in open() wakes, and the test goes on (without a hang).
+bool returns_without_a_writer(const std::string& fifo, const std::function<void()>& f, double seconds = 5);
 
 // Largest absolute difference between two images of the same size.
 int max_abs_diff(const Image& a, const Image& b);

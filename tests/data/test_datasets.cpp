@@ -64,6 +64,51 @@ TEST_CASE("an IDX header that claims more data than the file can hold is refused
   CHECK(read_idx(gz).numel() == 1000000);
 }
 
+TEST_CASE("an IDX header with a zero size is refused at open, naming the file and the sizes") {
+  // A [64, 0, 28] image file used to open as an empty-width dataset and trap later (SIGFPE) in the
+  // resize's division by the width.
+  TempDir dir;
+  const std::string zero_width = dir.write("zero-idx3-ubyte", idx_bytes({64, 0, 28}, {}));
+  const std::string m = test::error_message([&] { read_idx(zero_width); });
+  CHECK(m.find(zero_width) != std::string::npos);
+  CHECK(m.find("[64, 0, 28], one of them zero") != std::string::npos);
+  const std::string no_labels = dir.write("none-idx1-ubyte", idx_bytes({0}, {}));
+  CHECK(test::error_message([&] { read_idx(no_labels); }).find("[0], one of them zero") != std::string::npos);
+  CHECK(read_idx(dir.write("one-idx3-ubyte", idx_bytes({1, 1, 1}, {9}))).numel() == 1);
+}
+
+TEST_CASE("a FIFO named like an image or a dataset file is refused at once, never opened for reading") {
+  // open() of a FIFO blocks until a writer comes: a pipe.jpg in a class folder hung a loader worker
+  // (and with it cnn_train, cnn_pack --check and cnn_infer) for ever.
+  TempDir dir;
+  const std::string pipe_jpg = test::make_fifo(dir, "cls/b/pipe.jpg");
+  CHECK(test::returns_without_a_writer(pipe_jpg, [&] {
+    CHECK_THROWS_WITH_AS(read_file_bytes(pipe_jpg), doctest::Contains("not a regular file (a FIFO (named pipe))"),
+                         CorruptImageError);
+  }));
+  const std::string pipe_idx = test::make_fifo(dir, "train-images-idx3-ubyte");
+  CHECK(test::returns_without_a_writer(pipe_idx, [&] {
+    CHECK_THROWS_WITH_AS(read_idx(pipe_idx), doctest::Contains("is not a regular file but a FIFO (named pipe)"), Error);
+  }));
+  const std::string pipe_list = test::make_fifo(dir, "train.txt");
+  CHECK(test::returns_without_a_writer(pipe_list, [&] {
+    CHECK_THROWS_WITH_AS(open_list_file(pipe_list, {}), doctest::Contains("list file"), Error);
+  }));
+  const std::string pipe_h5 = test::make_fifo(dir, "packed.h5");
+  CHECK(test::returns_without_a_writer(pipe_h5, [&] {
+    CHECK_THROWS_WITH_AS(PackedDataset{pipe_h5}, doctest::Contains("is not a regular file but a FIFO"), Error);
+  }));
+  // Through an image folder, as the loader meets it: the FIFO is one more unreadable image.
+  dir.write("cls/a/one.png", encode_image(test::pattern_image(4, 4, 3), ImageFormat::png));
+  dir.write("cls/b/two.png", encode_image(test::pattern_image(4, 4, 3, 1), ImageFormat::png));
+  const auto folder = open_image_folder((dir.path() / "cls").string());
+  REQUIRE(folder->size() == 3);
+  for (int64_t i = 0; i < folder->size(); ++i) {
+    if (folder->source(i) != pipe_jpg) continue;
+    CHECK(test::returns_without_a_writer(pipe_jpg, [&] { CHECK_THROWS_AS(folder->load(i, {}), CorruptImageError); }));
+  }
+}
+
 TEST_CASE("a file that is not IDX: the message names its magic, what it is, and the IDX magic expected") {
   TempDir dir;
   const std::string wrong = dir.write("train-images-idx3-ubyte", {0x12, 0x34, 0x56, 0x78, 0, 0, 0, 1});

@@ -216,6 +216,28 @@ TEST_CASE("config: every default is valid, and every key is documented") {
   }
 }
 
+TEST_CASE("config: every numeric key has finite bounds, and a value past them is refused naming them") {
+  // timeout_s = 1e10 overflowed an int64 of seconds ("did not finish within -2147483648 s"), bucket_mb
+  // = 1e300 logged a negative size, and mixup = 1e308 met a hidden bound ("outside >= 0").
+  for (const KeySpec& k : config_schema()) {
+    const bool numeric = k.type == KeyType::integer || k.type == KeyType::real || k.type == KeyType::integer_list ||
+                         k.type == KeyType::real_list;
+    if (!numeric) continue;
+    INFO(k.name());
+    CHECK(k.range.max < 1e13);
+    CHECK(k.range.min > -1e13);
+    const std::string bound = k.range.str();
+    CHECK(bound.front() != '>');  // ">= 0" says nothing of how large a value may be
+    CHECK(k.allowed().find(bound) != std::string::npos);
+    const bool integral = k.type == KeyType::integer || k.type == KeyType::integer_list;
+    const std::string huge = integral ? "9223372036854775807" : "1e308";
+    CHECK(k.validate(huge) == huge + " is outside " + bound);
+  }
+  CHECK(refusal("[distributed]\ntimeout_s = 1e10\n") == doctest::Contains("1e10 is outside (0, 604800]"));
+  CHECK(refusal("[distributed]\nbucket_mb = 1e300\n") == doctest::Contains("1e300 is outside (0, 4096]"));
+  CHECK(refusal("[train]\nmixup = 1e308\n") == doctest::Contains("1e308 is outside [0, 100]"));
+}
+
 TEST_CASE("config: suggestions come from edit distance") {
   CHECK(edit_distance("kitten", "sitting") == 3);
   CHECK(edit_distance("LR", "lr") == 0);

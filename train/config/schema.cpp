@@ -14,11 +14,10 @@ namespace cnn::train {
 
 namespace {
 
-constexpr double kInf = 1e300;
-
-Range at_least(double min) { return {min, kInf, false, false}; }
-Range above(double min) { return {min, kInf, true, false}; }
+// Every numeric key has finite bounds, stated in docs/config.md and in the messages: a value with
+// no upper bound (1e308 seconds, 1e300 MiB) would overflow where it becomes an integer or a duration.
 Range between(double min, double max) { return {min, max, false, false}; }
+Range open_below(double min, double max) { return {min, max, true, false}; }  // (min, max]
 Range unit_open_top() { return {0, 1, false, true}; }
 
 KeySpec boolean(const char* section, const char* key, const char* def, const char* doc) {
@@ -75,7 +74,7 @@ std::vector<KeySpec> build_schema() {
       integer("data", "image_size", "224", between(8, 4096), "side of the square training crop"),
       real("data", "crop_pct", "0.875", between(0.1, 1), "evaluation: centre crop of image_size taken from a resize to image_size / crop_pct"),
       list("data", "mean", K::real_list, "0.485, 0.456, 0.406", between(0, 255), "per-channel mean subtracted after scaling pixels to [0, 1]"),
-      list("data", "std", K::real_list, "0.229, 0.224, 0.225", above(0), "per-channel standard deviation divided by"),
+      list("data", "std", K::real_list, "0.229, 0.224, 0.225", open_below(0, 255), "per-channel standard deviation divided by"),
       boolean("data", "drop_last", "true", "drop the last incomplete training batch of each epoch"),
       integer("data", "max_image_pixels", "89478485", between(0, 1e12),
               "an image whose header claims more pixels (width x height) than this is skipped as corrupt before it is decoded "
@@ -86,8 +85,8 @@ std::vector<KeySpec> build_schema() {
       // ---- augment ----
       boolean("augment", "random_resized_crop", "true", "random crop of random area and aspect ratio, resized to image_size (else: resize and centre crop)"),
       real("augment", "scale_min", "0.08", {0, 1, true, false}, "smallest crop area, as a fraction of the image"),
-      real("augment", "ratio_min", "0.75", above(0), "smallest crop aspect ratio (width / height)"),
-      real("augment", "ratio_max", "1.3333333", above(0), "largest crop aspect ratio"),
+      real("augment", "ratio_min", "0.75", open_below(0, 100), "smallest crop aspect ratio (width / height)"),
+      real("augment", "ratio_max", "1.3333333", open_below(0, 100), "largest crop aspect ratio"),
       integer("augment", "crop_padding", "0", between(0, 1024),
               "without random_resized_crop: a random image_size crop of the image zero-padded by this many pixels (CIFAR: 4)"),
       real("augment", "hflip", "0.5", between(0, 1), "probability of a horizontal flip"),
@@ -105,26 +104,26 @@ std::vector<KeySpec> build_schema() {
       boolean("optim", "nesterov", "false", "SGD: Nesterov momentum"),
       real("optim", "beta1", "0.9", unit_open_top(), "AdamW: decay of the first-moment estimate"),
       real("optim", "beta2", "0.999", unit_open_top(), "AdamW: decay of the second-moment estimate"),
-      real("optim", "eps", "1e-8", above(0), "AdamW: term added to the denominator"),
+      real("optim", "eps", "1e-8", open_below(0, 1), "AdamW: term added to the denominator"),
       real("optim", "weight_decay", "1e-4", between(0, 1), "weight decay (SGD: L2 added to the gradient; AdamW: decoupled)"),
       boolean("optim", "no_decay_bn_bias", "true", "no weight decay for 1-D parameters (BatchNorm weights and biases, all biases)"),
       text("optim", "head", "fc", "name prefix of the classifier parameters, for head_lr_mult"),
       real("optim", "head_lr_mult", "1", between(0, 1000), "learning-rate multiplier of the classifier head"),
       list("optim", "freeze", K::text_list, "", {}, "name prefixes of parameters to keep fixed (for example: conv1, bn1, layer1)"),
       integer("optim", "unfreeze_epoch", "-1", between(-1, 1e6), "epoch from which frozen parameters train too (-1: never)"),
-      real("optim", "clip_grad_norm", "0", at_least(0), "clip gradients to this global L2 norm (0: no clipping)"),
+      real("optim", "clip_grad_norm", "0", between(0, 1e6), "clip gradients to this global L2 norm (0: no clipping)"),
       // ---- schedule ----
       choice("schedule", "name", "warmup_cosine", {"warmup_cosine", "step", "multistep", "exponential", "constant", "plateau"},
              "learning-rate schedule, evaluated every optimizer step"),
       real("schedule", "warmup_epochs", "0", between(0, 1e4), "linear warmup length in epochs (fractions allowed), before any schedule"),
       real("schedule", "warmup_start_factor", "0", between(0, 1), "warmup starts at this fraction of the learning rate"),
-      real("schedule", "min_lr", "0", at_least(0), "warmup_cosine: learning rate at the end of training"),
+      real("schedule", "min_lr", "0", between(0, 100), "warmup_cosine: learning rate at the end of training"),
       integer("schedule", "step_size", "30", between(1, 1e6), "step: epochs between decays"),
       list("schedule", "milestones", K::integer_list, "30, 60, 90", between(1, 1e6), "multistep: epochs at which the rate decays"),
       real("schedule", "gamma", "0.1", {0, 1, true, false}, "step, multistep, exponential (per epoch) and plateau: decay factor"),
       choice("schedule", "plateau_metric", "val_loss", {"val_loss", "val_top1"}, "plateau: metric watched (loss: lower is better; top1: higher)"),
       integer("schedule", "patience", "10", between(0, 1e6), "plateau: epochs without improvement before decaying"),
-      real("schedule", "threshold", "1e-4", at_least(0), "plateau: relative improvement that counts"),
+      real("schedule", "threshold", "1e-4", between(0, 1), "plateau: relative improvement that counts"),
       integer("schedule", "cooldown", "0", between(0, 1e6), "plateau: epochs to wait after a decay"),
       integer("schedule", "reference_batch_size", "0", between(0, 1e7),
               "linear scaling rule: lr *= global batch / this (0: use lr as given)"),
@@ -145,8 +144,8 @@ std::vector<KeySpec> build_schema() {
              "f32 and bf16 CPU convolutions: oneDNN's primitives, or im2col + OpenBLAS (auto: oneDNN where the build has it)"),
       boolean("train", "cudnn_benchmark", "true", "time cuDNN algorithms per shape and keep the fastest"),
       real("train", "label_smoothing", "0", unit_open_top(), "label smoothing of the cross-entropy loss"),
-      real("train", "mixup", "0", at_least(0), "MixUp Beta(alpha, alpha) parameter (0: off)"),
-      real("train", "cutmix", "0", at_least(0), "CutMix Beta(alpha, alpha) parameter (0: off)"),
+      real("train", "mixup", "0", between(0, 100), "MixUp Beta(alpha, alpha) parameter (0: off)"),
+      real("train", "cutmix", "0", between(0, 100), "CutMix Beta(alpha, alpha) parameter (0: off)"),
       real("train", "mix_prob", "1", between(0, 1), "probability of applying MixUp/CutMix to a batch (one of them, at random, when both are on)"),
       integer("train", "eval_every", "1", between(1, 1e6), "epochs between validation passes"),
       // ---- precision ----
@@ -154,8 +153,8 @@ std::vector<KeySpec> build_schema() {
              "compute dtype of activations (master weights and optimizer state stay f32); on a CPU with AMX or "
              "AVX-512 BF16, bf16 convolutions run several times faster than fp32"),
       choice("precision", "loss_scale", "dynamic", {"dynamic", "fixed"}, "fp16 loss scaling: dynamic (grows, backs off on overflow) or fixed at init_scale"),
-      real("precision", "init_scale", "65536", above(0), "initial loss scale"),
-      real("precision", "growth_factor", "2", above(1), "scale multiplier after growth_interval clean steps"),
+      real("precision", "init_scale", "65536", open_below(0, 1e12), "initial loss scale"),
+      real("precision", "growth_factor", "2", open_below(1, 1000), "scale multiplier after growth_interval clean steps"),
       real("precision", "backoff_factor", "0.5", {0, 1, true, true}, "scale multiplier after a step with inf/nan gradients"),
       integer("precision", "growth_interval", "2000", between(1, 1e9), "clean steps between scale increases"),
       boolean("precision", "tf32", "false",
@@ -187,7 +186,7 @@ std::vector<KeySpec> build_schema() {
       integer("swa", "start_epoch", "0", between(0, 1e6),
               "stochastic weight averaging from this epoch (1-based) on: the learning rate follows SWALR and the weights at the end "
               "of SWA epochs are averaged; at the end, BatchNorm statistics recomputed, validated, saved as swa.h5 (0: off)"),
-      real("swa", "lr", "0.05", above(0), "SWALR's learning rate, reached after anneal_epochs SWA epochs"),
+      real("swa", "lr", "0.05", open_below(0, 100), "SWALR's learning rate, reached after anneal_epochs SWA epochs"),
       integer("swa", "anneal_epochs", "10", between(0, 1e6), "SWA epochs over which the rate anneals to lr (0: lr from the first SWA epoch)"),
       choice("swa", "anneal", "cos", {"cos", "linear"}, "shape of SWALR's annealing"),
       integer("swa", "every_epochs", "1", between(1, 1e6), "SWA epochs between models added to the average"),
@@ -205,8 +204,8 @@ std::vector<KeySpec> build_schema() {
       integer("log", "profile_warmup", "5", between(0, 1e9), "steps of this run before the profiled ones (allocator, cuDNN choices and caches settle)"),
       boolean("log", "report", "true", "write report.html in the run folder after every epoch (curves, confusion matrix, per-class scores, pictures)"),
       // ---- distributed ----
-      real("distributed", "bucket_mb", "25", above(0), "data-parallel runs: size of the gradient buckets all-reduced during backward, in MiB"),
-      real("distributed", "timeout_s", "300", above(0), "data-parallel runs: a collective that waits longer than this for another rank ends the job"),
+      real("distributed", "bucket_mb", "25", open_below(0, 4096), "data-parallel runs: size of the gradient buckets all-reduced during backward, in MiB"),
+      real("distributed", "timeout_s", "300", open_below(0, 604800), "data-parallel runs: a collective that waits longer than this for another rank ends the job"),
       // ---- run ----
       text("run", "name", "", "run name; empty: the config file's name without extension"),
       text("run", "dir", "runs", "parent folder of run folders; a run writes to dir/name"),
@@ -236,7 +235,7 @@ bool Range::contains(double v) const {
 }
 
 std::string Range::str() const {
-  const bool has_min = min > -kInf, has_max = max < kInf;
+  const bool has_min = min > -kUnbounded, has_max = max < kUnbounded;
   if (has_min && has_max)
     return std::string(min_open ? "(" : "[") + format_number(min) + ", " + format_number(max) + (max_open ? ")" : "]");
   if (has_min) return std::string(min_open ? "> " : ">= ") + format_number(min);

@@ -11,7 +11,8 @@ enum class KeyType { boolean, integer, real, text, device, choice, integer_list,
 
 // A closed or open interval of numbers; numbers of integer keys and list elements must lie in it.
 struct Range {
-  double min = -1e300, max = 1e300;
+  static constexpr double kUnbounded = 1e300;  // a range's default: no bound (text keys)
+  double min = -kUnbounded, max = kUnbounded;
   bool min_open = false, max_open = false;
   bool contains(double v) const;
   std::string str() const;     // "[0, 1)", ">= 1", "(0, 10]", "any"

@@ -10,8 +10,8 @@
 namespace cnn::data {
 
 namespace {
-double sample_gamma(double a, SampleRng& rng) {
-  if (a < 1.0) return sample_gamma(a + 1.0, rng) * std::pow(1.0 - rng.uniform(), 1.0 / a);
+// A Gamma(a, 1) draw for a >= 1 (Marsaglia and Tsang's method).
+double sample_gamma_at_least_one(double a, SampleRng& rng) {
   const double d = a - 1.0 / 3.0, c = 1.0 / std::sqrt(9.0 * d);
   for (;;) {
     // A standard normal by Box-Muller; 1 - uniform() is in (0, 1], so the log is finite.
@@ -22,11 +22,29 @@ double sample_gamma(double a, SampleRng& rng) {
     if (std::log(u) < 0.5 * x * x + d - d * v + d * std::log(v)) return d * v;
   }
 }
+
+// A Gamma(a, 1) draw kept as its two factors, g * u^(1/a) (u = 1 for a >= 1; for a < 1, g is a
+// Gamma(a + 1) draw and u uniform in (0, 1]), so that its logarithm stays finite when u^(1/a)
+// underflows to 0, as it does for a tiny a.
+struct GammaDraw {
+  double g, u = 1.0;
+};
+
+GammaDraw draw_gamma(double a, SampleRng& rng) {
+  if (a >= 1.0) return {sample_gamma_at_least_one(a, rng)};
+  const double g = sample_gamma_at_least_one(a + 1.0, rng);
+  return {g, 1.0 - rng.uniform()};
+}
 }  // namespace
 
 double sample_beta(double a, SampleRng& rng) {
-  const double x = sample_gamma(a, rng), y = sample_gamma(a, rng);
-  return x / (x + y);
+  const GammaDraw x = draw_gamma(a, rng), y = draw_gamma(a, rng);
+  const double gx = x.g * std::pow(x.u, 1.0 / a), gy = y.g * std::pow(y.u, 1.0 / a);
+  if (gx + gy > 0 && std::isfinite(gx + gy)) return gx / (gx + gy);
+  // Both draws underflowed (alpha near 0, where Beta(a, a) is nearly a fair coin on {0, 1}):
+  // x / (x + y) = 1 / (1 + exp(ln y - ln x)), with the difference of logs formed factor by factor.
+  const double log_ratio = std::log(y.g / x.g) + (std::log(y.u) - std::log(x.u)) / a;
+  return 1.0 / (1.0 + std::exp(log_ratio));
 }
 
 Tensor crop_flip_normalize(const Tensor& images, const CropFlipOptions& o, const Normalize& normalize, DType dtype,

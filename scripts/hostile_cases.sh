@@ -95,6 +95,9 @@ case_row "IDX images of size [64, 0, 28]" 1 "one of them zero" "$train --set dat
 case_row "[distributed] timeout_s = 1e10" 1 "outside \\(0, 604800\\]" "$train --set distributed.timeout_s=1e10"
 case_row "[distributed] bucket_mb = 1e300" 1 "outside \\(0, 4096\\]" "$train --set distributed.bucket_mb=1e300"
 case_row "[train] mixup = 1e308" 1 "outside \\[0, 100\\]" "$train --set train.mixup=1e308"
+case_row "[train] cutmix = 1e-5 (Beta draws near 0 and 1)" 0 "" "$train --set train.cutmix=1e-5 --set train.max_steps=20 --set log.every_steps=1"
+case_row "[train] mixup = 1e-5" 0 "" "$train --set train.mixup=1e-5 --set train.max_steps=20 --set log.every_steps=1"
+case_row "divergence in the first epoch (lr 100), no checkpoint yet" 1 "No checkpoint was written yet" "$train --set optim.lr=100 --set optim.weight_decay=1 --set log.every_steps=1 --set train.max_steps=40"
 case_row "format = packed pointed at a folder" 1 "folder|directory" "$train --set data.format=packed --set data.path=$work/folder --set data.val_path="
 case_row "cnn_infer --topk 0" 105 "at least 1|>= 1|whole number" "$bin/cnn_infer --checkpoint x.h5 --topk 0 y.png"
 

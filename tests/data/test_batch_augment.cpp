@@ -50,6 +50,39 @@ TEST_CASE("Beta draws have the right mean and variance") {
   }
 }
 
+// Beta(a, a) for a tiny alpha is nearly a fair coin on {0, 1}. Both Gamma draws used to underflow
+// to 0 there, giving 0/0 = NaN: MixUp's loss became NaN, and CutMix cast the NaN to int (undefined
+// behaviour) and inverted its box.
+TEST_CASE("Beta draws and the MixUp/CutMix draw stay finite and in range for a tiny alpha") {
+  for (double alpha : {1e-3, 1e-5, 1e-300}) {
+    CAPTURE(alpha);
+    int near_zero = 0, near_one = 0;
+    const int draws = 2000;
+    for (int i = 0; i < draws; ++i) {
+      SampleRng rng(11, 0, static_cast<uint64_t>(i), RngPurpose::mix);
+      const double x = sample_beta(alpha, rng);
+      REQUIRE(x >= 0.0);
+      REQUIRE(x <= 1.0);
+      near_zero += x < 0.01;
+      near_one += x > 0.99;
+    }
+    CHECK(near_zero + near_one > draws * 0.95);
+    CHECK(near_zero == doctest::Approx(draws / 2).epsilon(0.1));
+  }
+  for (const bool cutmix : {false, true}) {
+    MixOptions o;
+    o.mixup_alpha = cutmix ? 0 : 1e-5;
+    o.cutmix_alpha = cutmix ? 1e-5 : 0;
+    for (uint64_t step = 0; step < 200; ++step) {
+      const MixResult r = draw_mix(o, 16, 16, 3, 0, step);
+      REQUIRE(r.lam >= 0.0);
+      REQUIRE(r.lam <= 1.0);
+      REQUIRE(r.box.y0 <= r.box.y1);
+      REQUIRE(r.box.x0 <= r.box.x1);
+    }
+  }
+}
+
 TEST_CASE("MixUp: images and soft targets mixed with the reversed batch") {
   const int64_t n = 3, classes = 4;
   Tensor images = Tensor::uniform({n, 2, 2, 3}, -1, 1, 5);

@@ -22,6 +22,7 @@
 #include "engine/cuda_context.h"
 #include "engine/error.h"
 #include "engine/io/safetensors.h"
+#include "error_message.h"
 #include "train/checkpoint.h"
 #include "train/config/config.h"
 #include "train/run_lock.h"
@@ -31,6 +32,7 @@
 using namespace cnn;
 using namespace cnn::train;
 using namespace cnn::train::testing;
+using cnn::testing::error_message;
 
 namespace {
 // Every value of every tensor of a safetensors file, in file order.
@@ -151,6 +153,18 @@ TEST_CASE("trainer: a run that diverges stops and keeps the last good checkpoint
   CHECK(kept.epoch == 1);
   for (const auto& [name, tensor] : kept.params)
     for (double v : tensor.to_doubles()) REQUIRE_MESSAGE(std::isfinite(v), name);
+}
+
+// A run that diverges before its first checkpoint has none to name: the message used to point at a
+// last.h5 that did not exist.
+TEST_CASE("trainer: a run that diverges before any checkpoint says that none was written") {
+  SmallRun run("diverge_early", 256, 64, 1, 2);
+  const Config diverging = Config::parse(
+      run.text, "test.ini", {"model.name=mlp", "data.batch_size=8", "optim.lr=100", "optim.weight_decay=1", "log.every_steps=1"});
+  const std::string message = error_message([&] { run_training(diverging, run.opts); });
+  CHECK(message.find("the training loss became") != std::string::npos);
+  CHECK(message.find("No checkpoint was written yet") != std::string::npos);
+  CHECK(message.find("The last good checkpoint is") == std::string::npos);
 }
 
 // The inf/nan policy (train/divergence.h) is the same in every precision: a step whose gradients

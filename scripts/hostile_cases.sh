@@ -70,6 +70,12 @@ for name, dims in (("train-images-idx3-ubyte", (64, 0, 28)), ("train-labels-idx1
                    ("t10k-images-idx3-ubyte", (64, 0, 28)), ("t10k-labels-idx1-ubyte", (64,))):
     open(f"{work}/zeroidx/{name}", "wb").write(bytes([0, 0, 8, len(dims)]) + b"".join(struct.pack(">I", d) for d in dims) +
                                               (b"\0" * 64 if len(dims) == 1 else b""))
+# A class folder whose name is Latin-1, not UTF-8.
+for c in (b"caf\xe9", b"b"):
+    d = os.fsencode(work) + b"/latin1/" + c
+    os.makedirs(d, exist_ok=True)
+    for i in range(8):
+        png(os.fsdecode(d + b"/%d.png" % i), 40, 40)
 open(f"{work}/long.ini", "w").write("[model]\n; " + "x" * 5000 + "\nname = compact_cnn\n")
 open(f"{work}/spaces.ini", "w").write(open("configs/fashion_mnist.ini").read().replace("[model]", "[ model ]"))
 open(f"{work}/bom.ini", "wb").write(b"\xef\xbb\xbf" + open("configs/fashion_mnist.ini", "rb").read())
@@ -98,6 +104,7 @@ case_row "[train] mixup = 1e308" 1 "outside \\[0, 100\\]" "$train --set train.mi
 case_row "[train] cutmix = 1e-5 (Beta draws near 0 and 1)" 0 "" "$train --set train.cutmix=1e-5 --set train.max_steps=20 --set log.every_steps=1"
 case_row "[train] mixup = 1e-5" 0 "" "$train --set train.mixup=1e-5 --set train.max_steps=20 --set log.every_steps=1"
 case_row "divergence in the first epoch (lr 100), no checkpoint yet" 1 "No checkpoint was written yet" "$train --set optim.lr=100 --set optim.weight_decay=1 --set log.every_steps=1 --set train.max_steps=40"
+case_row "a class folder named caf\\xe9 (Latin-1, not UTF-8), validated" 0 "" "$train --set data.batch_size=4 --set data.format=folder --set data.path=$work/latin1 --set data.val_path=$work/latin1 --set model.num_classes=2 --set data.image_size=28 --set train.epochs=1 && grep -q 'caf.*xE9' $work/runs/*/confusion.json"
 case_row "format = packed pointed at a folder" 1 "folder|directory" "$train --set data.format=packed --set data.path=$work/folder --set data.val_path="
 case_row "cnn_infer --topk 0" 105 "at least 1|>= 1|whole number" "$bin/cnn_infer --checkpoint x.h5 --topk 0 y.png"
 

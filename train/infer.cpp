@@ -21,6 +21,7 @@
 #include "train/checkpoint.h"
 #include "train/config/config.h"
 #include "train/eval_support.h"
+#include "train/log/json_text.h"
 
 namespace cnn::train {
 
@@ -296,7 +297,7 @@ void write_predictions(std::ostream& out, const InferResult& result, OutputForma
         top.push_back({{"rank", r + 1}, {"class", name(p.top[r])}, {"index", p.top[r]}, {"probability", probability(p, p.top[r])}});
       doc.push_back({{"path", p.path}, {"predictions", top}});
     }
-    out << doc.dump(2) << "\n";
+    out << json_text(doc, 2) << "\n";
     return;
   }
   if (format == OutputFormat::csv) out << "path,rank,class,probability\n";

@@ -9,6 +9,7 @@
 
 #include "engine/byte_size.h"
 #include "engine/io/atomic_file.h"
+#include "train/log/json_text.h"
 #include "train/chrome_trace.h"
 
 namespace cnn::train {
@@ -193,8 +194,8 @@ nlohmann::json profile_json(const ProfileSummary& summary) {
 void write_profile(const std::filesystem::path& dir, const profiler::Recording& recording, const ProfileContext& context) {
   const ProfileSummary summary = summarize_profile(recording, context);
   io::write_text_atomically(dir / "profile.txt", format_profile(summary));
-  io::write_text_atomically(dir / "profile.json", profile_json(summary).dump(1) + "\n");
-  io::write_text_atomically(dir / "trace.json", chrome_trace(recording).dump() + "\n");
+  io::write_text_atomically(dir / "profile.json", json_text(profile_json(summary), 1) + "\n");
+  io::write_text_atomically(dir / "trace.json", json_text(chrome_trace(recording)) + "\n");
 }
 
 }  // namespace cnn::train

@@ -138,7 +138,12 @@ class Trainer {
   // epoch ends on a GPU (a synchronisation, so not in every step).
   void read_verdicts();
   void end_epoch(const EpochProgress& epoch);
-  bool validate_epoch(int64_t epoch, EpochLine& line, std::map<std::string, double>& numbers);
+  // The live weights' validation of an epoch, and whether it improved the best metric.
+  struct EpochValidation {
+    Validation live;
+    bool improved = false;
+  };
+  EpochValidation validate_epoch(int64_t epoch, EpochLine& line, std::map<std::string, double>& numbers);
   Validation validate_weights(int64_t epoch, Weights weights);
   void finish_swa(int64_t epochs_done);
   Tensor next_training_images(int64_t epoch, int64_t& batches);
@@ -566,15 +571,25 @@ void Trainer::end_epoch(const EpochProgress& epoch) {
   // A run stopped by Ctrl-C does not validate: the person wants it to stop now.
   const bool validate_now =
       data_.validation_loader && !epoch.interrupted && (number % settings_.loop.eval_every == 0 || last);
-  const bool improved = validate_now && validate_epoch(epoch.epoch, line, numbers);
+  std::optional<EpochValidation> validation;
+  if (validate_now) validation = validate_epoch(epoch.epoch, line, numbers);
   log_.summary(format_epoch_line(line));
-  metrics_.write_epoch(progress_.step, epoch.epoch, numbers);
-  if (settings_.log.report && data_parallel_.world().is_main()) write_report(folder_.dir / "report.html", {read_run(folder_.dir)});
 
+  // The checkpoints come before the run's record files, so that a record that cannot be written
+  // never costs a checkpoint; and best.h5 before last.h5, so that last.h5 never names a best that
+  // best.h5 does not hold (when writing best.h5 fails, last.h5 keeps the previous epoch).
   const int64_t epochs_done = unfinished ? epoch.epoch : number, samples_in_epoch = unfinished ? samples_used(epoch) : 0;
   const int64_t every = settings_.checkpoint.every_epochs;
+  if (validation && validation->improved && settings_.checkpoint.save_best)
+    save(folder_.best_checkpoint(), epochs_done, samples_in_epoch, best_weights());
   if ((every > 0 && number % every == 0) || last) save(folder_.last_checkpoint(), epochs_done, samples_in_epoch);
-  if (improved && settings_.checkpoint.save_best) save(folder_.best_checkpoint(), epochs_done, samples_in_epoch, best_weights());
+
+  if (validation) {
+    if (data_parallel_.world().is_main()) write_confusion(folder_.dir / "confusion.json", validation->live, data_.class_names, number);
+    pictures_.after_validation(validation->live, progress_.step);
+  }
+  metrics_.write_epoch(progress_.step, epoch.epoch, numbers);
+  if (settings_.log.report && data_parallel_.world().is_main()) write_report(folder_.dir / "report.html", {read_run(folder_.dir)});
   if (learner_.swa && last && !epoch.interrupted) finish_swa(epochs_done);
   summary_.epochs_run = number - first_epoch_;
   if (epoch.interrupted) {
@@ -586,10 +601,10 @@ void Trainer::end_epoch(const EpochProgress& epoch) {
   }
 }
 
-// Validation after an epoch: its part of the epoch line and numbers, confusion.json, the best
-// metric so far and the plateau schedule's observation. Returns whether the best metric improved.
-bool Trainer::validate_epoch(int64_t epoch, EpochLine& line, std::map<std::string, double>& numbers) {
-  const Validation result = validate_weights(epoch, Weights::live);
+// Validation after an epoch: its part of the epoch line and numbers, the best metric so far and
+// the plateau schedule's observation.
+Trainer::EpochValidation Trainer::validate_epoch(int64_t epoch, EpochLine& line, std::map<std::string, double>& numbers) {
+  Validation result = validate_weights(epoch, Weights::live);
   // Before anything is reported or saved from it (the counts are over all ranks, so every rank agrees).
   check_corrupt_images(epoch + 1,
                        {"validation", result.corrupt, result.images, data_.validation_loader->corrupt_files(), settings_.data.validation_spec},
@@ -602,8 +617,6 @@ bool Trainer::validate_epoch(int64_t epoch, EpochLine& line, std::map<std::strin
   numbers["val_loss"] = result.loss;
   numbers["val_top1"] = result.top1;
   numbers["val_top5"] = result.top5;
-  if (data_parallel_.world().is_main()) write_confusion(folder_.dir / "confusion.json", result, data_.class_names, epoch + 1);
-  pictures_.after_validation(result, progress_.step);
   summary_.last_top1 = result.top1;
   summary_.last_val_loss = result.loss;
   std::optional<Validation> ema;  // the EMA weights', reported beside the live weights'
@@ -623,7 +636,7 @@ bool Trainer::validate_epoch(int64_t epoch, EpochLine& line, std::map<std::strin
     progress_.best = best_validation(judged, epoch + 1, best_weights());
   }
   learner_.schedule.observe(settings_.checkpoint.plateau_watches_top1 ? result.top1 : result.loss);
-  return improved;
+  return {std::move(result), improved};
 }
 
 // A validation pass over `weights` (the EMA or SWA average swapped into the model for it).

@@ -9,6 +9,7 @@
 
 #include "engine/cnn.h"
 #include "engine/io/atomic_file.h"
+#include "train/log/json_text.h"
 
 namespace cnn::train {
 
@@ -117,7 +118,7 @@ void write_confusion(const std::filesystem::path& path, const Validation& valida
                               {"classes", names},
                               {"per_class_top1", per_class},
                               {"confusion_matrix_rows_truth_columns_predicted", matrix}};
-  io::write_text_atomically(path, doc.dump(1) + "\n");  // never a half-written file, even on a full disk
+  io::write_text_atomically(path, json_text(doc, 1) + "\n");  // never a half-written file, even on a full disk
 }
 
 }  // namespace cnn::train

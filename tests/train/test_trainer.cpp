@@ -167,6 +167,27 @@ TEST_CASE("trainer: a run that diverges before any checkpoint says that none was
   CHECK(message.find("The last good checkpoint is") == std::string::npos);
 }
 
+// last.h5 used to be written first, recording the new best, and then best.h5: when best.h5 could not
+// be written, last.h5 named a best that best.h5 did not hold.
+TEST_CASE("trainer: when best.h5 cannot be written, last.h5 keeps the previous epoch and the best that best.h5 holds") {
+  SmallRun run("best_first", 256, 64, 1, 2);
+  // Judged by the loss, which still falls in the second epoch (top-1 may already be 100%).
+  const TrainSummary first =
+      run_training(Config::parse(run.text, "test.ini", {"train.epochs=1", "checkpoint.best_metric=val_loss"}), run.opts);
+  const TrainingState before = load_checkpoint(first.run_dir / "last.h5");
+  REQUIRE(before.best.epoch == 1);
+  // A folder where best.h5's temporary file goes: the write of the new best fails.
+  std::filesystem::create_directories(first.run_dir / "best.h5.tmp" / "blocker");
+  TrainRunOptions resume = run.opts;
+  resume.resume = first.run_dir.string();
+  CHECK_THROWS_AS(run_training(Config::parse(run.text, "test.ini", {"train.epochs=2", "checkpoint.best_metric=val_loss"}), resume),
+                  Error);
+  const TrainingState last = load_checkpoint(first.run_dir / "last.h5"), best = load_checkpoint(first.run_dir / "best.h5");
+  CHECK(last.epoch == 1);
+  CHECK(last.best.epoch == best.best.epoch);
+  CHECK(last.best_metric == best.best_metric);
+}
+
 // The inf/nan policy (train/divergence.h) is the same in every precision: a step whose gradients
 // hold inf/nan is skipped, counted and warned about, and the run goes on; 20 in a row stop it,
 // naming the last good checkpoint, which holds finite weights.

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "train/log/json_text.h"
 #include "train/log/tensorboard.h"
 
 namespace cnn::train {
@@ -29,7 +30,7 @@ void MetricsJsonl::write(int64_t step, int64_t epoch, const std::map<std::string
       line[name] = nullptr;
   }
   for (const auto& [name, value] : texts) line[name] = value;
-  out_ << line.dump() << '\n';
+  out_ << json_text(line) << '\n';
   out_.flush();
   CNN_CHECK(out_, "metrics: writing '", path_.string(), "' failed (is the disk full?)");
 }

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <limits>
 
+#include "engine/io/utf8_text.h"
+
 namespace cnn::train {
 
 namespace {
@@ -51,7 +53,7 @@ std::vector<double> log_ticks(double lo, double hi) {
 
 std::string escape_html(const std::string& text) {
   std::string out;
-  for (const char c : text) {
+  for (const char c : io::printable_utf8(text)) {  // the page says it is UTF-8: names may be other bytes
     switch (c) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;

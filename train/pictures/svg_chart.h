@@ -26,7 +26,7 @@ std::string svg_chart(const Chart& chart, int width = 560, int height = 300);
 // Round tick values covering [lo, hi] (about `count` of them): steps of 1, 2 or 5 times a power of ten.
 std::vector<double> nice_ticks(double lo, double hi, int count = 5);
 
-// Text with &, <, > and " escaped for HTML and SVG.
+// Text with &, <, > and " escaped for HTML and SVG, and bytes that are not UTF-8 spelled \xHH.
 std::string escape_html(const std::string& text);
 
 // A colour for the k-th series or run, from a fixed palette that stays readable on white.

@@ -132,6 +132,12 @@ verdict=pass; [ $other = 0 ] || { verdict=FAIL; failures=$((failures + 1)); }
 echo "| 80 checkpoints with 4 random bytes changed, loaded by cnn_infer | refused (checksums) or unchanged | - | $verdict | $refused refused, $identical loaded (bytes in padding), $other other (crash or unclear) |"
 case_row "resume of a finished run" 0 "nothing" "$bin/cnn_train configs/fashion_mnist.ini --set run.dir=$work/runs --set train.max_steps=5 --resume $(dirname "$ckpt")"
 case_row "resume with another batch size" 1 "batch_size" "$bin/cnn_train configs/fashion_mnist.ini --set run.dir=$work/runs --set train.max_steps=10 --set data.batch_size=128 --resume $(dirname "$ckpt")"
+case_row "run.name = ../../../escaped" 1 "is not one folder name" "$train --set run.name=../../../escaped --set train.max_steps=2"
+case_row "--resume of a dataset folder leaves no .lock there" 1 "does not exist" "$bin/cnn_train configs/fashion_mnist.ini --set run.dir=$work/runs --resume $work/folder/cat; rc=\$?; test ! -e $work/folder/cat/.lock && exit \$rc"
+mkdir -p "$work/clone" && cp "$ckpt" "$work/clone/last.h5" && ln -sf "$(dirname "$ckpt")/train.log" "$work/clone/train.log"
+case_row "resume of a copy whose train.log is a link (cp -s)" 1 "symbolic link" "$bin/cnn_train configs/fashion_mnist.ini --set run.dir=$work/runs --set train.max_steps=10 --resume $work/clone"
+mkdir -p "$work/autoruns/20990101_000000_wide_ckpt" && cp "$ckpt" "$work/autoruns/20990101_000000_wide_ckpt/last.h5"
+case_row "resume = auto for run 'ckpt' beside a newer 'wide_ckpt'" 0 "" "$train --set run.dir=$work/autoruns --set run.name=ckpt --set checkpoint.resume=auto --set train.max_steps=2 && test ! -e $work/autoruns/20990101_000000_wide_ckpt/train.log"
 echo
 echo "hostile_cases: $failures case(s) failed"
 [ "$failures" = 0 ]

@@ -102,15 +102,4 @@ TrainingState load_checkpoint(const std::filesystem::path& path) {
 std::filesystem::path last_checkpoint_path(const std::filesystem::path& run_dir) { return run_dir / "last.h5"; }
 std::filesystem::path best_checkpoint_path(const std::filesystem::path& run_dir) { return run_dir / "best.h5"; }
 
-std::filesystem::path resolve_resume(const std::string& resume, const std::filesystem::path& run_dir) {
-  if (resume.empty()) return {};
-  if (resume == "auto") {
-    const std::filesystem::path last = last_checkpoint_path(run_dir);
-    return std::filesystem::exists(last) ? last : std::filesystem::path();
-  }
-  CNN_CHECK(std::filesystem::exists(resume), "[checkpoint] resume = '", resume,
-            "': no such file; give an existing checkpoint, 'auto' (the run folder's last.h5), or nothing");
-  return resume;
-}
-
 }  // namespace cnn::train

@@ -60,8 +60,4 @@ TrainingState load_checkpoint(const std::filesystem::path& path);
 std::filesystem::path last_checkpoint_path(const std::filesystem::path& run_dir);
 std::filesystem::path best_checkpoint_path(const std::filesystem::path& run_dir);
 
-// The checkpoint [checkpoint] resume names: "" -> none (start afresh); "auto" -> last.h5 of the run
-// folder when it exists, else none; a path -> that file, which must exist (a cnn::Error otherwise).
-std::filesystem::path resolve_resume(const std::string& resume, const std::filesystem::path& run_dir);
-
 }  // namespace cnn::train

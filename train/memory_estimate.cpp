@@ -81,11 +81,13 @@ std::string check_step_memory(const MemoryEstimate& estimate, const AvailableMem
   const std::string parts = gib(estimate.total()) + " (activations " + gib(estimate.activations) + ": " +
                             gib(estimate.per_image) + " per image x " + std::to_string(batch_size) +
                             "; parameters, gradients and optimizer state " + gib(estimate.parameters) + "; input batches " +
-                            gib(estimate.batches) + ")";
+                            gib(estimate.batches) +
+                            (estimate.validation ? "; validation counts " + gib(estimate.validation) : std::string()) + ")";
   if (estimate.total() > available.bytes) {
     // The largest batch whose activations and input batches fit beside the parameters.
     const uint64_t per_image = estimate.per_image + estimate.batches / static_cast<uint64_t>(std::max<int64_t>(batch_size, 1));
-    const uint64_t room = available.bytes > estimate.parameters ? available.bytes - estimate.parameters : 0;
+    const uint64_t fixed = estimate.parameters + estimate.validation;  // whatever the batch size
+    const uint64_t room = available.bytes > fixed ? available.bytes - fixed : 0;
     const uint64_t fits = per_image > 0 ? room * 8 / 10 / per_image : 0;  // 80%: room for everything not estimated
     std::string advice = fits > 0 ? "use a batch size of at most about " + std::to_string(fits)
                                   : "the model's parameters alone do not fit: use a smaller model";

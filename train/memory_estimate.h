@@ -28,7 +28,8 @@ struct MemoryEstimate {
   uint64_t activations = 0;  // per_image x batch size
   uint64_t parameters = 0;   // weights, gradients and optimizer state
   uint64_t batches = 0;      // input batches held by the loader and the step
-  uint64_t total() const { return activations + parameters + batches; }
+  uint64_t validation = 0;   // validation's per-class counts and confusion matrix (train/validation.h)
+  uint64_t total() const { return activations + parameters + batches + validation; }
 };
 
 // `input`: the batch as the model takes it, NHWC. `optimizer_states`: f32 tensors the optimizer keeps

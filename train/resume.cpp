@@ -21,6 +21,14 @@ std::string key_in_words(const std::string& name) {
   words.append(name, 0, dot).append("] ").append(name, dot + 1);
   return words;
 }
+
+// "[a, b, c]", the first `shown` names of a list and how many more.
+std::string list_in_words(const std::vector<std::string>& names, size_t shown = 8) {
+  std::string text = "[";
+  for (size_t i = 0; i < names.size() && i < shown; ++i) text += (i ? ", " : "") + names[i];
+  if (names.size() > shown) text += ", ... " + std::to_string(names.size() - shown) + " more";
+  return text + "]";
+}
 }  // namespace
 
 int64_t steps_on_ranks(int64_t step, int64_t from_ranks, int64_t to_ranks) {
@@ -79,6 +87,31 @@ void check_resume_keys(const TrainingState& saved, const std::filesystem::path& 
   throw Error(message +
               "\nwith them changed the run would not continue the same training: put them back, start a fresh run "
               "(without --resume), or set [checkpoint] resume_anyway = true to resume with the new values");
+}
+
+void check_resume_point(const TrainingState& saved, const std::filesystem::path& checkpoint, const std::filesystem::path& run_dir) {
+  const std::string refused = "cannot resume from " + checkpoint.string() + ": ";
+  const std::filesystem::path last = last_checkpoint_path(run_dir);
+  CNN_CHECK(saved.weights == "live", refused, "it holds the ", saved.weights,
+            " weights (the averaged weights that won a validation), not the live weights and optimizer state training "
+            "continues from; resume from ", last.string(), ", or start a new run from these weights with [model] pretrained = ",
+            checkpoint.string());
+  std::error_code ignored;
+  if (std::filesystem::equivalent(checkpoint, last, ignored) || !std::filesystem::exists(last, ignored)) return;
+  const TrainingState latest = load_checkpoint(last);
+  CNN_CHECK(latest.step <= saved.step, refused, "it is at step ", saved.step, " (epoch ", saved.epoch, ") while ", last.string(),
+            " is at step ", latest.step, " (epoch ", latest.epoch, "); resuming it would rewind the run and write its later "
+            "epochs' records again. Resume from ", last.string(), ", or copy ", checkpoint.filename().string(),
+            " into a new folder to branch from it");
+}
+
+void check_resume_classes(const TrainingState& saved, const std::filesystem::path& checkpoint,
+                          const std::vector<std::string>& data_classes, const std::string& data_spec) {
+  // Another class count is refused with the model's check (restore_learner), which names num_classes.
+  if (saved.class_names.size() != data_classes.size() || saved.class_names == data_classes) return;
+  throw Error("cannot resume from " + checkpoint.string() + ": it was trained on the classes " + list_in_words(saved.class_names) +
+              ", and " + data_spec + " has the classes " + list_in_words(data_classes) +
+              "; resume on the same data, or start a new run (with [model] pretrained to keep the weights)");
 }
 
 }  // namespace cnn::train

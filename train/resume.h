@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace cnn::train {
 
@@ -26,5 +27,17 @@ std::string finished_run(const TrainingState& saved, const TrainSettings& settin
 // such key in `log` instead.
 void check_resume_keys(const TrainingState& saved, const std::filesystem::path& checkpoint, const TrainSettings& settings,
                        RunLog& log);
+
+// A cnn::Error when `checkpoint` is not a point the run in `run_dir` can continue from: averaged
+// weights (a best.h5 chosen by the EMA's or SWA's validation holds them in place of the live
+// weights), or a point before the folder's last.h5 (resuming there would rewind the run and write
+// its later epochs' records again).
+void check_resume_point(const TrainingState& saved, const std::filesystem::path& checkpoint, const std::filesystem::path& run_dir);
+
+// A cnn::Error, naming both lists, when the training data's class names are not those the
+// checkpoint was trained on (best.h5 would name one list and last.h5 another). Another number of
+// classes is left to the model's check, which names [model] num_classes.
+void check_resume_classes(const TrainingState& saved, const std::filesystem::path& checkpoint,
+                          const std::vector<std::string>& data_classes, const std::string& data_spec);
 
 }  // namespace cnn::train

@@ -85,6 +85,11 @@ RunSettings run_settings(const Config& config) {
                   .resume_keys = resume_keys(config),
                   .resume_anyway = config.boolean("checkpoint.resume_anyway")};
   if (run.name.empty()) run.name = config.source().empty() ? "run" : std::filesystem::path(config.source()).stem().string();
+  // The name becomes one folder under run.dir: a '/' or '..' would write the run somewhere else
+  // (outside run.dir, or into another run's folder without any resume check).
+  CNN_CHECK(run.name.find('/') == std::string::npos && run.name != "." && run.name != "..", config.origin("run.name"),
+            ": [run] name = '", run.name, "' is not one folder name; a run name may not hold '/' or be '.' or '..' ",
+            "(the run folder is <run.dir>/<time>_<name>; put the path in [run] dir)");
   return run;
 }
 

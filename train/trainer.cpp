@@ -219,8 +219,8 @@ void check_memory(const TrainSettings& settings, const Module& model, const Trai
   const Shape input{batch, settings.data.image_size, settings.data.image_size, settings.data.channels};
   const data::LoaderOptions& loader = settings.data.loader;
   const int64_t in_flight = (loader.prefetch > 0 ? loader.prefetch : 2 * loader.workers) + 1;  // and the step's own
-  const MemoryEstimate estimate =
-      estimate_step_memory(model, input, settings.precision.compute, settings.optim.adamw ? 2 : 1, in_flight);
+  MemoryEstimate estimate = estimate_step_memory(model, input, settings.precision.compute, settings.optim.adamw ? 2 : 1, in_flight);
+  if (data.validation_loader) estimate.validation = validation_record_bytes(settings.data.classes);
   const std::string warning = check_step_memory(estimate, *available, batch, settings.data.batch_size_origin);
   if (!warning.empty()) log.warn(warning);
 }
@@ -259,6 +259,7 @@ TrainSummary run_on_this_rank(const TrainSettings& settings, const TrainRunOptio
   std::optional<TrainingState> saved;
   if (!folder.resume_from.empty()) {
     saved = load_checkpoint(folder.resume_from);
+    check_resume_point(*saved, folder.resume_from, folder.dir);
     if (const std::string finished = finished_run(*saved, settings); !finished.empty()) {
       console.summary(finished + "; nothing in " + folder.dir.string() + " was changed");
       TrainSummary nothing;
@@ -271,6 +272,7 @@ TrainSummary run_on_this_rank(const TrainSettings& settings, const TrainRunOptio
   // Everything that can refuse the resume comes before config.ini and classes.txt are written.
   if (saved) check_resume_keys(*saved, folder.resume_from, settings, log);
   TrainingData data = open_training_data(settings, log);
+  if (saved) check_resume_classes(*saved, folder.resume_from, data.class_names, settings.data.train_spec);
   Learner learner = build_learner(settings, data.steps_per_epoch, log);
   check_memory(settings, *learner.model, data, log);
   if (const std::string advice = precision_advice(settings); !advice.empty()) log.warn(advice);

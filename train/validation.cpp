@@ -33,7 +33,10 @@ Validation validate(Module& model, data::Loader& loader, int64_t classes, const 
   NoGrad no_grad;
   model.eval();
   Validation result;
-  result.confusion.assign(static_cast<size_t>(classes * classes), 0);
+  const bool keep_matrix = classes <= kConfusionMatrixMaxClasses;
+  if (keep_matrix) result.confusion.assign(static_cast<size_t>(classes * classes), 0);
+  result.class_images.assign(static_cast<size_t>(classes), 0);
+  result.class_hits.assign(static_cast<size_t>(classes), 0);
   double loss_sum = 0;
   int64_t seen = 0, corrupt = 0, top1 = 0, top5 = 0, batches = 0;
   loader.start_epoch(epoch);
@@ -55,7 +58,9 @@ Validation validate(Module& model, data::Loader& loader, int64_t classes, const 
       }
       top1 += higher == 0;
       top5 += higher < 5;
-      ++result.confusion[static_cast<size_t>(label * classes + best)];
+      if (keep_matrix) ++result.confusion[static_cast<size_t>(label * classes + best)];
+      ++result.class_images[static_cast<size_t>(label)];
+      result.class_hits[static_cast<size_t>(label)] += best == label;
       if (best != label && keep_mistakes > 0) {
         double normaliser = 0;  // softmax of the best class: 1 / sum exp(row - row[best])
         for (int64_t k = 0; k < classes; ++k) normaliser += std::exp(row[k] - row[best]);
@@ -74,14 +79,17 @@ Validation validate(Module& model, data::Loader& loader, int64_t classes, const 
   if (comm.world_size() > 1) {  // every count is below 2^53: exact in f64
     std::vector<double> sums = {loss_sum, static_cast<double>(seen), static_cast<double>(top1), static_cast<double>(top5),
                                 static_cast<double>(corrupt)};
-    sums.insert(sums.end(), result.confusion.begin(), result.confusion.end());
+    for (const std::vector<int64_t>* counts : {&result.confusion, &result.class_images, &result.class_hits})
+      sums.insert(sums.end(), counts->begin(), counts->end());
     sums = distributed::all_reduce_values(comm, sums, distributed::ReduceOp::sum);
     loss_sum = sums[0];
     seen = static_cast<int64_t>(sums[1]);
     top1 = static_cast<int64_t>(sums[2]);
     top5 = static_cast<int64_t>(sums[3]);
     corrupt = static_cast<int64_t>(sums[4]);
-    for (size_t i = 0; i < result.confusion.size(); ++i) result.confusion[i] = static_cast<int64_t>(sums[5 + i]);
+    size_t at = 5;
+    for (std::vector<int64_t>* counts : {&result.confusion, &result.class_images, &result.class_hits})
+      for (int64_t& count : *counts) count = static_cast<int64_t>(sums[at++]);
   }
   result.images = seen;
   result.corrupt = corrupt;
@@ -93,31 +101,37 @@ Validation validate(Module& model, data::Loader& loader, int64_t classes, const 
   return result;
 }
 
+uint64_t validation_record_bytes(int64_t classes) {
+  const auto n = static_cast<uint64_t>(std::max<int64_t>(classes, 0));
+  const uint64_t matrix = classes <= kConfusionMatrixMaxClasses ? n * n : 0;
+  return (matrix + 2 * n) * sizeof(int64_t) * 2;  // the counts, and their f64 copy for the all-reduce
+}
+
 void write_confusion(const std::filesystem::path& path, const Validation& validation, const std::vector<std::string>& names,
                      int64_t epoch) {
   const int64_t classes = static_cast<int64_t>(names.size());
-  auto count = [&](int64_t truth, int64_t predicted) {
-    return validation.confusion[static_cast<size_t>(truth * classes + predicted)];
-  };
-  nlohmann::json matrix = nlohmann::json::array(), per_class = nlohmann::json::object();
-  for (int64_t truth = 0; truth < classes; ++truth) {
-    nlohmann::json row = nlohmann::json::array();
-    int64_t total = 0;
-    for (int64_t predicted = 0; predicted < classes; ++predicted) {
-      row.push_back(count(truth, predicted));
-      total += count(truth, predicted);
-    }
-    matrix.push_back(row);
-    per_class[names[static_cast<size_t>(truth)]] =
-        total ? 100.0 * static_cast<double>(count(truth, truth)) / static_cast<double>(total) : 0.0;
+  nlohmann::json per_class = nlohmann::json::object();
+  for (size_t truth = 0; truth < names.size(); ++truth) {
+    const int64_t images = validation.class_images[truth];
+    per_class[names[truth]] = images ? 100.0 * static_cast<double>(validation.class_hits[truth]) / static_cast<double>(images) : 0.0;
   }
-  const nlohmann::json doc = {{"epoch", epoch},
-                              {"loss", validation.loss},
-                              {"top1", validation.top1},
-                              {"top5", validation.top5},
-                              {"classes", names},
-                              {"per_class_top1", per_class},
-                              {"confusion_matrix_rows_truth_columns_predicted", matrix}};
+  nlohmann::json doc = {{"epoch", epoch},
+                        {"loss", validation.loss},
+                        {"top1", validation.top1},
+                        {"top5", validation.top5},
+                        {"classes", names},
+                        {"per_class_top1", per_class}};
+  if (validation.confusion.empty()) {
+    doc["confusion_matrix_left_out"] = std::to_string(classes) + " classes, more than the " +
+                                       std::to_string(kConfusionMatrixMaxClasses) + " a confusion matrix is kept for";
+  } else {
+    nlohmann::json matrix = nlohmann::json::array();
+    for (int64_t truth = 0; truth < classes; ++truth) {
+      const auto row = validation.confusion.begin() + truth * classes;
+      matrix.push_back(std::vector<int64_t>(row, row + classes));
+    }
+    doc["confusion_matrix_rows_truth_columns_predicted"] = matrix;
+  }
   io::write_text_atomically(path, json_text(doc, 1) + "\n");  // never a half-written file, even on a full disk
 }
 

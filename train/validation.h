@@ -20,10 +20,20 @@ struct Mistake {
   Tensor image;  // [1, H, W, C] on the CPU, normalised as the model saw it
 };
 
+// The confusion matrix is kept up to this many classes (8 MiB of counts; ImageNet-1k's 1000 fit).
+// Beyond it (ImageNet-21k's 21,843 classes would need 3.8 GB) only the per-class counts are kept:
+// per-class top-1 stays, the matrix and its picture are left out and confusion.json says so.
+inline constexpr int64_t kConfusionMatrixMaxClasses = 1024;
+
+// The bytes a validation keeps for `classes` classes (the matrix when kept, and the per-class
+// counts), for the memory estimate.
+uint64_t validation_record_bytes(int64_t classes);
+
 struct Validation {
   double loss = 0, top1 = 0, top5 = 0;  // mean cross-entropy; accuracies in percent
   int64_t images = 0, corrupt = 0;      // images evaluated, and unreadable ones left out
-  std::vector<int64_t> confusion;       // [truth * classes + predicted]
+  std::vector<int64_t> confusion;       // [truth * classes + predicted]; empty above kConfusionMatrixMaxClasses
+  std::vector<int64_t> class_images, class_hits;  // per true class: images, and those predicted right
   std::vector<Mistake> mistakes;        // the most confident ones, most confident first (this rank's)
 };
 
@@ -38,7 +48,7 @@ Validation validate(Module& model, data::Loader& loader, int64_t classes, const 
                     int64_t keep_mistakes = 0);
 
 // confusion.json: epoch, loss, top-1, top-5, class names, per-class top-1 and the matrix (rows:
-// truth, columns: predicted).
+// truth, columns: predicted), or, above kConfusionMatrixMaxClasses, why the matrix is left out.
 void write_confusion(const std::filesystem::path& path, const Validation& validation, const std::vector<std::string>& names,
                      int64_t epoch);
 

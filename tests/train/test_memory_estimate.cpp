@@ -11,6 +11,7 @@
 #include "train/config/config.h"
 #include "train/memory_estimate.h"
 #include "train/small_run.h"
+#include "train/validation.h"
 #include "error_message.h"
 
 using namespace cnn;
@@ -32,6 +33,17 @@ TEST_CASE("memory estimate: every layer's output per image, parameters with grad
   const MemoryEstimate half = estimate_step_memory(model, Shape{10, 4, 4, 1}, DType::f16, 2, 3);
   CHECK(half.per_image == e.per_image / 2);
   CHECK(half.parameters == 18 * 4 * 4);
+}
+
+TEST_CASE("memory estimate: validation's counts, with the confusion matrix only up to its class bound") {
+  // Counts and their f64 copy for the all-reduce: the matrix and two per-class vectors.
+  CHECK(validation_record_bytes(10) == (100 + 20) * 8 * 2);
+  CHECK(validation_record_bytes(kConfusionMatrixMaxClasses) ==
+        static_cast<uint64_t>(kConfusionMatrixMaxClasses * kConfusionMatrixMaxClasses + 2 * kConfusionMatrixMaxClasses) * 16);
+  CHECK(validation_record_bytes(21843) == 2 * 21843 * 16);  // ImageNet-21k: per-class counts only
+  MemoryEstimate e;
+  e.validation = 5;
+  CHECK(e.total() == 5);
 }
 
 TEST_CASE("memory check: refused beyond the memory there is, with a batch size that fits; warned above 80%") {

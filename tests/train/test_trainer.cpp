@@ -25,6 +25,7 @@
 #include "error_message.h"
 #include "train/checkpoint.h"
 #include "train/config/config.h"
+#include "train/resume.h"
 #include "train/run_lock.h"
 #include "train/small_run.h"
 #include "train/trainer.h"
@@ -186,6 +187,61 @@ TEST_CASE("trainer: when best.h5 cannot be written, last.h5 keeps the previous e
   CHECK(last.epoch == 1);
   CHECK(last.best.epoch == best.best.epoch);
   CHECK(last.best_metric == best.best_metric);
+}
+
+// 100000 classes: the confusion matrix used to be classes^2 int64 (80 GB), and the run ended in
+// std::bad_alloc at its first validation. Above kConfusionMatrixMaxClasses only per-class counts are kept.
+TEST_CASE("trainer: a 100000-class head validates without a confusion matrix, keeping per-class top-1") {
+  SmallRun run("many_classes", 64, 32, 1, 2);
+  const TrainSummary summary = run_training(
+      Config::parse(run.text, "test.ini", {"model.name=mlp", "model.num_classes=100000", "train.epochs=1", "data.batch_size=16"}),
+      run.opts);
+  CHECK(std::filesystem::exists(summary.run_dir / "last.h5"));
+  const nlohmann::json confusion = nlohmann::json::parse(read_text_file(summary.run_dir / "confusion.json"));
+  CHECK_FALSE(confusion.contains("confusion_matrix_rows_truth_columns_predicted"));
+  CHECK(confusion["confusion_matrix_left_out"].get<std::string>().find("100000 classes") != std::string::npos);
+  CHECK(confusion["per_class_top1"].size() == 100000);
+  CHECK_FALSE(std::filesystem::exists(summary.run_dir / "confusion.png"));
+  CHECK(std::filesystem::exists(summary.run_dir / "report.html"));
+}
+
+// --resume best.h5 loaded the EMA weights of a best.h5 as the live weights, with the live optimizer
+// state, rewound the run and appended duplicate epochs to metrics.jsonl, without a word.
+TEST_CASE("trainer: resuming averaged weights or an earlier checkpoint than last.h5 is refused, with what to do") {
+  SmallRun run("resume_point", 256, 64, 1, 2);
+  const std::vector<std::string> ema = {"ema.decay=0.9", "checkpoint.best_metric=ema_val_loss", "train.epochs=1"};
+  const TrainSummary first = run_training(Config::parse(run.text, "test.ini", ema), run.opts);
+  REQUIRE(load_checkpoint(first.run_dir / "best.h5").weights == "ema");
+  const std::string metrics_before = read_text_file(first.run_dir / "metrics.jsonl");
+  std::filesystem::copy_file(first.run_dir / "last.h5", first.run_dir / "epoch1.h5");
+  TrainRunOptions resume = run.opts;
+  std::vector<std::string> longer = ema;
+  longer.back() = "train.epochs=2";
+  resume.resume = (first.run_dir / "best.h5").string();
+  const std::string averaged = error_message([&] { run_training(Config::parse(run.text, "test.ini", longer), resume); });
+  CHECK(averaged.find("it holds the ema weights") != std::string::npos);
+  CHECK(averaged.find("[model] pretrained") != std::string::npos);
+  CHECK(read_text_file(first.run_dir / "metrics.jsonl") == metrics_before);
+  // The run goes on from last.h5 to epoch 2; then the copy of epoch 1 is behind it.
+  resume.resume = first.run_dir.string();
+  run_training(Config::parse(run.text, "test.ini", longer), resume);
+  const std::string metrics_after = read_text_file(first.run_dir / "metrics.jsonl");
+  longer.back() = "train.epochs=3";
+  resume.resume = (first.run_dir / "epoch1.h5").string();
+  const std::string rewind = error_message([&] { run_training(Config::parse(run.text, "test.ini", longer), resume); });
+  CHECK(rewind.find("would rewind the run") != std::string::npos);
+  CHECK(read_text_file(first.run_dir / "metrics.jsonl") == metrics_after);
+}
+
+TEST_CASE("resume: class names other than the checkpoint's are refused, naming both lists") {
+  TrainingState saved;
+  saved.class_names = {"a", "b", "c"};
+  CHECK_NOTHROW(check_resume_classes(saved, "r/last.h5", {"a", "b", "c"}, "data/train"));
+  const std::string message = error_message([&] { check_resume_classes(saved, "r/last.h5", {"x", "y", "z"}, "data/train"); });
+  CHECK(message.find("trained on the classes [a, b, c]") != std::string::npos);
+  CHECK(message.find("data/train has the classes [x, y, z]") != std::string::npos);
+  saved.class_names.clear();  // a checkpoint without names: nothing to compare
+  CHECK_NOTHROW(check_resume_classes(saved, "r/last.h5", {"x"}, "data/train"));
 }
 
 // The inf/nan policy (train/divergence.h) is the same in every precision: a step whose gradients

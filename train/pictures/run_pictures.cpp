@@ -80,7 +80,8 @@ void RunPictures::first_batch(const MicroBatch& batch, int64_t step) {
 
 void RunPictures::after_validation(const Validation& validation, int64_t step) {
   if (!enabled_) return;
-  publish("confusion", confusion_heatmap(validation.confusion, static_cast<int64_t>(class_names_.size())), step);
+  if (!validation.confusion.empty())  // left out above kConfusionMatrixMaxClasses
+    publish("confusion", confusion_heatmap(validation.confusion, static_cast<int64_t>(class_names_.size())), step);
   if (validation.mistakes.empty()) return;
   std::vector<Tile> tiles;
   for (const Mistake& m : validation.mistakes) {

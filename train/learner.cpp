@@ -1,6 +1,8 @@
 // Building the learner, and its checkpoints (see learner.h).
 #include "train/learner.h"
 
+#include <algorithm>
+
 #include "layers/registry.h"
 #include "layers/weights.h"
 #include "train/checkpoint.h"
@@ -29,8 +31,34 @@ std::unique_ptr<Module> build_model(const TrainSettings& settings, RunLog& log) 
   return model;
 }
 
-std::unique_ptr<Optimizer> build_optimizer(const OptimSettings& settings, const Module& model) {
-  std::vector<ParamGroup> groups = make_param_groups(as_named(model.named_parameters()), settings.groups);
+// The name of the module the model marks as its head ("fc", "classifier"; "" when it marks none).
+std::string own_head_prefix(Module& model) {
+  for (const auto& [name, module] : model.named_modules())
+    if (module->is_head()) return name;
+  return "";
+}
+
+// [optim] head: the model's own head when empty; a name that matches no parameter is refused (it
+// would silently leave head_lr_mult unused), naming the model's head.
+ParamGroupOptions resolved_groups(const OptimSettings& settings, Module& model, const std::vector<NamedParameter>& params) {
+  ParamGroupOptions groups = settings.groups;
+  const std::string own = own_head_prefix(model);
+  if (groups.head_prefix.empty()) {
+    groups.head_prefix = own;
+    return groups;
+  }
+  const bool matched = std::any_of(params.begin(), params.end(), [&](const NamedParameter& p) {
+    return has_name_prefix(p.name, groups.head_prefix);
+  });
+  CNN_CHECK(matched, settings.head_origin, ": [optim] head = '", groups.head_prefix, "' matches no parameter of the model; ",
+            own.empty() ? std::string("the model marks no head") : "the model's head is '" + own + "'",
+            " (leave [optim] head empty to use it; prefixes are whole name components, e.g. 'fc' or 'classifier')");
+  return groups;
+}
+
+std::unique_ptr<Optimizer> build_optimizer(const OptimSettings& settings, Module& model) {
+  const std::vector<NamedParameter> params = model.named_parameters();
+  std::vector<ParamGroup> groups = make_param_groups(as_named(params), resolved_groups(settings, model, params));
   std::unique_ptr<Optimizer> optimizer;
   if (settings.adamw)
     optimizer = std::make_unique<AdamW>(groups, settings.adamw_options);

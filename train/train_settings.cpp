@@ -51,12 +51,14 @@ DType compute_dtype(const std::string& mode) {
   return mode == "fp16" ? DType::f16 : mode == "bf16" ? DType::bf16 : DType::f32;
 }
 
-// "cuda" without an index means the rank's own GPU under a launcher (cuda:LOCAL_RANK).
+// "cuda" without an index means the rank's own GPU under a launcher (cuda:LOCAL_RANK); "auto" means
+// "cuda" when a CUDA device is there, else the CPU (as `"cuda" if torch.cuda.is_available() else "cpu"`).
 Device training_device(const Config& config, const distributed::World& world) {
   const std::string& text = config.text("train.device");
-  Device device = Device::parse(text);
-  if (text == "cuda" && world.distributed()) device = Device::cuda(world.local_rank);
-  return device;
+  const bool any_cuda = text == "cuda" || (text == "auto" && cuda::is_available());
+  if (text == "auto" && !any_cuda) return Device::cpu();
+  if (any_cuda) return Device::cuda(world.distributed() ? world.local_rank : 0);
+  return Device::parse(text);
 }
 
 CpuConvolutions cpu_convolutions_setting(const Config& config) {
@@ -70,6 +72,7 @@ CpuConvolutions cpu_convolutions_setting(const Config& config) {
 
 ComputeSettings compute_settings(const Config& config, const distributed::World& world) {
   return {.device = training_device(config, world),
+          .device_auto = config.text("train.device") == "auto",
           .threads = static_cast<int>(config.integer("train.threads")),
           .cpu_convolutions = cpu_convolutions_setting(config),
           .cudnn_benchmark = config.boolean("train.cudnn_benchmark"),
@@ -157,6 +160,7 @@ OptimSettings optim_settings(const Config& config, const distributed::World& wor
   optim.groups.weight_decay = config.real("optim.weight_decay");
   optim.groups.no_decay_1d = config.boolean("optim.no_decay_bn_bias");
   optim.groups.head_prefix = config.text("optim.head");
+  optim.head_origin = config.origin("optim.head");
   optim.groups.head_lr_mult = config.real("optim.head_lr_mult");
   optim.frozen = config.texts("optim.freeze");
   optim.unfreeze_epoch = config.integer("optim.unfreeze_epoch");

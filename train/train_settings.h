@@ -31,6 +31,7 @@ namespace cnn::train {
 // [train]: where and how the backend computes.
 struct ComputeSettings {
   Device device = Device::cpu();
+  bool device_auto = false;  // [train] device = auto chose `device`
   int threads = 0;  // CPU threads (0: all cores)
   CpuConvolutions cpu_convolutions = CpuConvolutions::reference;  // [train] cpu_convolutions, auto resolved
   bool cudnn_benchmark = true;
@@ -103,7 +104,8 @@ struct OptimSettings {
   bool adamw = false;  // else SGD
   AdamWOptions adamw_options;
   SgdOptions sgd_options;
-  ParamGroupOptions groups;
+  ParamGroupOptions groups;  // head_prefix "": the model's own head (resolved when the optimizer is built)
+  std::string head_origin;   // where [optim] head was set, for messages
   std::vector<std::string> frozen;
   int64_t unfreeze_epoch = -1;
   double clip_grad_norm = 0;  // 0: no clipping

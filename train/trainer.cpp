@@ -287,7 +287,9 @@ TrainSummary run_on_this_rank(const TrainSettings& settings, const TrainRunOptio
 
   const distributed::World& world = data_parallel.world();
   log.info("cnn_train: " + settings.model.name + " (" + std::to_string(learner.model->parameter_count()) + " parameters) on " +
-           settings.compute.device.str() + (world.distributed() ? " x " + std::to_string(world.world_size) + " ranks" : "") +
+           settings.compute.device.str() +
+           (settings.compute.device_auto ? settings.compute.device.is_cuda() ? " (device = auto)" : " (device = auto: no CUDA device)" : "") +
+           (world.distributed() ? " x " + std::to_string(world.world_size) + " ranks" : "") +
            ", " + settings.precision.mode + "; " + std::to_string(data.train_set->size()) + " training images, " +
            std::to_string(data.batches_per_epoch) + " batches of " + std::to_string(data.batch_size) +
            (world.distributed() ? " per rank" : "") + " per epoch; run folder " + folder.dir.string());

@@ -65,7 +65,7 @@ std::string config_text(const std::filesystem::path& data, const std::filesystem
     << "[data]\nformat = idx\npath = " << data.string() << "\nval_path = " << data.string()
     << "\nbatch_size = 32\nimage_size = 28\ncrop_pct = 1.0\nmean = 0.2\nstd = 0.3\nworkers = 2\n"
     << "[augment]\nrandom_resized_crop = false\nhflip = 0\n"  // a flip would swap the classes
-    << "[optim]\nname = sgd\nlr = 0.02\nhead = classifier\n"
+    << "[optim]\nname = sgd\nlr = 0.02\n"
     << "[schedule]\nname = warmup_cosine\nwarmup_epochs = 0.5\n"
     << "[train]\nepochs = 2\ndevice = cpu\nseed = 3\nthreads = 2\n"
     << "[log]\nlevel = quiet\nevery_steps = 4\n"

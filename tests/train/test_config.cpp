@@ -132,7 +132,7 @@ TEST_CASE("config: wrong types and out-of-range values are refused with key, val
   CHECK(refusal("[data]\nbatch_size = 12.5\n") == doctest::Contains("'12.5' is not an integer; allowed: an integer in [1, 65536]"));
   CHECK(refusal("[optim]\nname = adam\n") == doctest::Contains("[optim] name = 'adam': not one of the choices; allowed: one of sgd, adamw"));
   CHECK(refusal("[optim]\nnesterov = maybe\n") == doctest::Contains("nesterov = 'maybe': not a boolean; allowed: true or false"));
-  CHECK(refusal("[train]\ndevice = gpu\n") == doctest::Contains("device = 'gpu': not a device; allowed: cpu, cuda or cuda:N"));
+  CHECK(refusal("[train]\ndevice = gpu\n") == doctest::Contains("device = 'gpu': not a device; allowed: auto, cpu, cuda or cuda:N"));
   CHECK(refusal("[schedule]\nmilestones = 30, x, 90\n") == doctest::Contains("'x' is not an integer"));
   CHECK(refusal("[schedule]\nmilestones = 30, 0\n") == doctest::Contains("milestones = '30, 0': 0 is outside [1, 1000000]"));
   CHECK(refusal("[optim]\nfreeze = conv1,,bn1\n") == doctest::Contains("an empty name between commas"));

@@ -3,12 +3,19 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <sstream>
 
+#include "engine/cuda_context.h"
 #include "train/config/config.h"
+#include "train/learner.h"
+#include "train/log/console.h"
+#include "train/run_log.h"
 #include "train/train_settings.h"
+#include "error_message.h"
 
 using namespace cnn;
 using namespace cnn::train;
+using cnn::testing::error_message;
 
 namespace {
 const char* kConfig =
@@ -115,4 +122,49 @@ TEST_CASE("settings: fp16 on the CPU is advised against with where it was set; b
   CHECK(advice("bf16", "cpu").empty());
   CHECK(advice("fp32", "cpu").empty());
   CHECK(advice("fp16", "cuda").empty());
+}
+
+// The default used to be cuda, so a config without [train] device failed on a machine without a GPU.
+TEST_CASE("settings: [train] device defaults to auto: cuda when a CUDA device is there, else cpu") {
+  const std::string text = "[model]\nname = mlp\nnum_classes = 4\nin_channels = 1\n[data]\nformat = idx\npath = /x\n";
+  const TrainSettings s = from_config(Config::parse(text, "auto.ini"));
+  CHECK(s.compute.device_auto);
+  CHECK(s.compute.device == (cuda::is_available() ? Device::cuda(0) : Device::cpu()));
+  CHECK(from_config(Config::parse(text + "[train]\ndevice = cpu\n", "cpu.ini")).compute.device == Device::cpu());
+  CHECK_FALSE(from_config(Config::parse(text + "[train]\ndevice = cpu\n", "cpu.ini")).compute.device_auto);
+  CHECK(from_config(Config::parse(text + "[train]\ndevice = auto\n", "a.ini"), rank_of(1, 2)).compute.device ==
+        (cuda::is_available() ? Device::cuda(1) : Device::cpu()));
+}
+
+namespace {
+// The parameter names of the optimizer's head groups for `model` with [optim] `head` ("" : left out).
+std::vector<std::string> head_parameters(const std::string& model, const std::string& head) {
+  std::string text = "[model]\nname = " + model + "\nnum_classes = 5\nin_channels = 3\n[data]\nformat = idx\npath = /x\n"
+                     "image_size = 32\n[train]\ndevice = cpu\n[optim]\nhead_lr_mult = 10\n";
+  if (!head.empty()) text += "head = " + head + "\n";
+  const TrainSettings settings = from_config(Config::parse(text, "head.ini"));
+  std::ostringstream quiet;
+  Console console(quiet, LogLevel::quiet, ProgressMode::lines, false);
+  RunLog log(console, {});
+  const Learner learner = build_learner(settings, 4, log);
+  std::vector<std::string> names;
+  for (const ParamGroup& g : learner.optimizer->groups())
+    if (g.lr_mult == 10)
+      for (const auto& [name, t] : g.params) names.push_back(name);
+  return names;
+}
+}  // namespace
+
+// The default head was 'fc' for every model: VGG's, EfficientNet's and the small nets' heads
+// ('classifier') silently trained without head_lr_mult; an unknown name was ignored too.
+TEST_CASE("settings: [optim] head follows the model by default, and a name that matches nothing is refused") {
+  CHECK(head_parameters("resnet18", "") == std::vector<std::string>{"fc.weight", "fc.bias"});
+  const std::vector<std::string> vgg = head_parameters("vgg11_bn", "");
+  REQUIRE(!vgg.empty());
+  for (const std::string& name : vgg) CHECK(name.starts_with("classifier."));
+  CHECK(head_parameters("compact_cnn", "") == head_parameters("compact_cnn", "classifier"));
+  const std::string message = error_message([] { head_parameters("efficientnet_b0", "nosuch"); });
+  CHECK(message.find("head.ini:") != std::string::npos);
+  CHECK(message.find("'nosuch' matches no parameter") != std::string::npos);
+  CHECK(message.find("the model's head is 'classifier'") != std::string::npos);
 }

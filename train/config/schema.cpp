@@ -107,7 +107,7 @@ std::vector<KeySpec> build_schema() {
       real("optim", "eps", "1e-8", open_below(0, 1), "AdamW: term added to the denominator"),
       real("optim", "weight_decay", "1e-4", between(0, 1), "weight decay (SGD: L2 added to the gradient; AdamW: decoupled)"),
       boolean("optim", "no_decay_bn_bias", "true", "no weight decay for 1-D parameters (BatchNorm weights and biases, all biases)"),
-      text("optim", "head", "fc", "name prefix of the classifier parameters, for head_lr_mult"),
+      text("optim", "head", "", "name prefix of the classifier head's parameters, for head_lr_mult; empty: the model's own head (fc for ResNet, classifier for VGG, EfficientNet and the small nets)"),
       real("optim", "head_lr_mult", "1", between(0, 1000), "learning-rate multiplier of the classifier head"),
       list("optim", "freeze", K::text_list, "", {}, "name prefixes of parameters to keep fixed (for example: conv1, bn1, layer1)"),
       integer("optim", "unfreeze_epoch", "-1", between(-1, 1e6), "epoch from which frozen parameters train too (-1: never)"),
@@ -136,7 +136,7 @@ std::vector<KeySpec> build_schema() {
               "capture the training step as a CUDA graph after 3 eager steps and replay it (on the CPU: its kernel "
               "calls); steps that cannot be captured run eagerly, with the reason in the log"),
       boolean("train", "memory_check", "true", "refuse a batch size whose estimated step memory exceeds the memory available (false: try anyway)"),
-      {"train", "device", KeyType::device, "cuda", {}, {}, "where to train: cpu, cuda (device 0) or cuda:N"},
+      {"train", "device", KeyType::device, "auto", {}, {}, "where to train: auto (cuda when a CUDA device is there, else cpu), cpu, cuda (device 0) or cuda:N"},
       integer("train", "seed", "0", between(0, 4294967295.0), "seed of initialisation, shuffling, augmentation and dropout"),
       boolean("train", "deterministic", "false", "bitwise reproducible runs (deterministic algorithms only; may be slower)"),
       integer("train", "threads", "0", between(0, 1024), "CPU threads of the CPU backend (0: all cores)"),
@@ -312,7 +312,7 @@ std::string KeySpec::allowed() const {
     case KeyType::integer: return "an integer" + range.phrase();
     case KeyType::real: return "a number" + range.phrase() + (may_be_empty ? ", or empty" : "");
     case KeyType::text: return "any text";
-    case KeyType::device: return "cpu, cuda or cuda:N";
+    case KeyType::device: return "auto, cpu, cuda or cuda:N";
     case KeyType::choice: {
       std::string s;
       for (const std::string& c : choices) s += (s.empty() ? "one of " : ", ") + c;
@@ -346,6 +346,7 @@ std::string KeySpec::validate(const std::string& value) const {
     case KeyType::real: return numbers({value}, false);
     case KeyType::text: return "";
     case KeyType::device:
+      if (value == "auto") return "";
       try {
         Device::parse(value);
         return "";

@@ -1,6 +1,7 @@
 // cnn_example_mlp: trains a two-layer MLP on Fashion-MNIST with the engine's ops and tape, and
-// prints the falling loss and the test accuracy. A small end-to-end program until the config-driven
-// trainer (cnn_train) exists.
+// prints the falling loss and the test accuracy. A library example: the whole training loop written
+// against the engine directly (tensors, ops, the Tape, a hand-written SGD step with momentum) and
+// data/'s IDX reader, without train/'s trainer or a config (cnn_train is for training runs).
 //
 //   cnn_example_mlp [--data DIR] [--epochs N] [--device cpu|cuda[:N]] [--hidden H] [--batch B] [--lr LR]
 #include <algorithm>

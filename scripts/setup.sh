@@ -1,6 +1,8 @@
 #!/bin/sh
 # Installs the Debian packages that cnn's build and tests need (only when some are missing), then
-# configures and builds the project into build/ (or $CNN_BUILD_DIR). Safe to run again.
+# configures the project into build/ (or $CNN_BUILD_DIR) and builds what the README's first command
+# runs: cnn_train and the libraries it links. scripts/test.sh builds the rest in the same folder
+# with the same configuration (`cmake --build build` does too). Safe to run again.
 # The CUDA toolkit is used when nvcc is found (/usr/local/cuda); without it the CPU backend is built.
 # clang (with libFuzzer's runtime) builds only the fuzz harnesses (scripts/test.sh, docs/fuzzing.md).
 set -eu
@@ -24,5 +26,5 @@ fi
 build_dir=${CNN_BUILD_DIR:-build}
 jobs=$(nproc)
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release ${CNN_CMAKE_ARGS:-} >/dev/null
-cmake --build "$build_dir" -j "$jobs"
-echo "setup: built in $build_dir"
+cmake --build "$build_dir" -j "$jobs" --target cnn_train
+echo "setup: built cnn_train in $build_dir (the other programs, benchmarks and tests: cmake --build $build_dir)"

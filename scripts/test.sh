@@ -1,8 +1,10 @@
 #!/bin/sh
-# Sets everything up (scripts/setup.sh), runs the whole test suite, then the host-emulated CUDA
-# kernel tests again under ThreadSanitizer, the whole CPU suite under AddressSanitizer and
-# UndefinedBehaviorSanitizer (each sanitizer with a deliberately broken kernel that it must catch),
-# and every fuzz harness for 20 s. Tests labelled gpu skip themselves without a GPU.
+# Sets everything up (scripts/setup.sh, which builds only cnn_train), builds every other target in
+# the same build folder (the programs, benchmarks and test suites), runs the whole test suite, then
+# the host-emulated CUDA kernel tests again under ThreadSanitizer, the whole CPU suite under
+# AddressSanitizer and UndefinedBehaviorSanitizer (each sanitizer with a deliberately broken kernel
+# that it must catch), and every fuzz harness for 20 s. Tests labelled gpu skip themselves without a
+# GPU.
 set -eu
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -29,6 +31,11 @@ step() {  # prints how long the previous step took, then names the next
   step_start=$now
   if [ -n "$step_name" ]; then echo "test: $step_name"; fi
 }
+
+# setup.sh built cnn_train and its libraries; the suite needs every target: tests run the programs,
+# the install test installs them all, and the benchmarks are built so that they keep compiling.
+step "building the programs, benchmarks and tests"
+cmake --build "$build_dir" -j "$jobs"
 
 step "the test suite"
 ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"

@@ -54,12 +54,12 @@ RunMetrics::RunMetrics(const LogSettings& settings, const std::filesystem::path&
 }
 
 void RunMetrics::write_step(int64_t step, int64_t epoch, const std::map<std::string, double>& numbers) {
-  if (jsonl_) jsonl_->write(step, epoch, numbers);
+  if (jsonl_) jsonl_->write(step, epoch + 1, numbers);
   add_scalars("train/", step, numbers);
 }
 
 void RunMetrics::write_epoch(int64_t step, int64_t epoch, const std::map<std::string, double>& numbers) {
-  if (jsonl_) jsonl_->write(step, epoch, numbers, {{"kind", "epoch"}});
+  if (jsonl_) jsonl_->write(step, epoch + 1, numbers, {{"kind", "epoch"}});
   add_scalars("epoch/", step, numbers);
   if (events_) events_->flush();
 }

@@ -43,6 +43,8 @@ class RunLog {
 class RunMetrics {
  public:
   RunMetrics(const LogSettings& settings, const std::filesystem::path& run_dir);
+  // `epoch` is the 0-based index the trainer counts with; metrics.jsonl records it 1-based, as the
+  // console, confusion.json and the report count epochs.
   // A logged step's numbers: a metrics.jsonl line and TensorBoard scalars "train/<name>".
   void write_step(int64_t step, int64_t epoch, const std::map<std::string, double>& numbers);
   // An epoch's numbers: a metrics.jsonl line of kind "epoch", scalars "epoch/<name>", then a flush.

@@ -782,7 +782,8 @@ TrainSummary Trainer::finish() {
     summary_.best_weights = best.weights;
   }
   std::ostringstream done;
-  done << std::fixed << std::setprecision(2) << "done: ";
+  // A run stopped by Ctrl-C/SIGTERM is not done: its line says so (the resume command is above it).
+  done << std::fixed << std::setprecision(2) << (summary_.interrupted ? "stopped: " : "done: ");
   if (best.known()) done << "best val top-1 " << best.top1 << "% at epoch " << best.epoch << format_best_weights(best.weights) << ", ";
   done << "total " << format_seconds(summary_.seconds) << ", " << std::setprecision(1) << summary_.images_per_second
        << " img/s, data wait " << 100 * summary_.data_wait_share << "%; run folder " << folder_.dir.string();

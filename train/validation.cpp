@@ -96,7 +96,8 @@ Validation validate(Module& model, data::Loader& loader, int64_t classes, const 
   if (seen) {
     result.loss = loss_sum / static_cast<double>(seen);
     result.top1 = 100.0 * static_cast<double>(top1) / static_cast<double>(seen);
-    result.top5 = 100.0 * static_cast<double>(top5) / static_cast<double>(seen);
+    // With 5 classes or fewer every image is in the top 5: not a measurement (NaN: left out).
+    result.top5 = classes > 5 ? 100.0 * static_cast<double>(top5) / static_cast<double>(seen) : std::nan("");
   }
   return result;
 }

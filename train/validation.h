@@ -30,7 +30,7 @@ inline constexpr int64_t kConfusionMatrixMaxClasses = 1024;
 uint64_t validation_record_bytes(int64_t classes);
 
 struct Validation {
-  double loss = 0, top1 = 0, top5 = 0;  // mean cross-entropy; accuracies in percent
+  double loss = 0, top1 = 0, top5 = 0;  // mean cross-entropy; accuracies in percent (top5 NaN for <= 5 classes)
   int64_t images = 0, corrupt = 0;      // images evaluated, and unreadable ones left out
   std::vector<int64_t> confusion;       // [truth * classes + predicted]; empty above kConfusionMatrixMaxClasses
   std::vector<int64_t> class_images, class_hits;  // per true class: images, and those predicted right

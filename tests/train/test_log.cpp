@@ -17,6 +17,8 @@
 #include "train/log/console.h"
 #include "train/log/metrics_jsonl.h"
 #include "train/log/tensorboard.h"
+#include "train/run_log.h"
+#include "train/train_settings.h"
 
 using namespace cnn;
 using namespace cnn::train;
@@ -198,6 +200,44 @@ TEST_CASE("metrics.jsonl: one JSON object per line, appended, non-finite numbers
   CHECK(rows[1]["val/top1"] == 0.5);
   CHECK(rows[1]["train/loss"].is_null());
   CHECK(rows[1]["note"] == "resumed");
+}
+
+// A run killed while writing a line left it without its newline, and the resumed run's first line
+// was glued onto it: both were lost to the readers.
+TEST_CASE("metrics.jsonl: appending after a line cut short starts on a line of its own") {
+  const io_test::ScratchDir dir("jsonl_cut");
+  const auto path = dir / "metrics.jsonl";
+  std::ofstream(path) << R"({"step":1,"epoch":1})" "\n" R"({"step":2,"ep)";
+  {
+    MetricsJsonl resumed(path);
+    resumed.write(3, 1, {{"train_loss", 0.5}});
+  }
+  std::istringstream lines(io_test::read_file(path));
+  std::vector<std::string> all;
+  for (std::string line; std::getline(lines, line);) all.push_back(line);
+  REQUIRE(all.size() == 3);
+  CHECK(all[1] == R"({"step":2,"ep)");
+  CHECK(nlohmann::json::parse(all[2])["step"] == 3);
+}
+
+// metrics.jsonl counted epochs from 0 while the console, confusion.json and the report count from 1.
+TEST_CASE("run metrics: metrics.jsonl records the epoch 1-based, as the console shows it") {
+  const io_test::ScratchDir dir("jsonl_epochs");
+  LogSettings settings;
+  settings.jsonl = true;
+  settings.tensorboard = false;
+  {
+    RunMetrics metrics(settings, dir);
+    metrics.write_step(10, 0, {{"train_loss", 1.0}});
+    metrics.write_epoch(20, 0, {{"train_loss", 0.9}});
+  }
+  std::istringstream lines(io_test::read_file(dir / "metrics.jsonl"));
+  std::string step, epoch;
+  std::getline(lines, step);
+  std::getline(lines, epoch);
+  CHECK(nlohmann::json::parse(step)["epoch"] == 1);
+  CHECK(nlohmann::json::parse(epoch)["epoch"] == 1);
+  CHECK(nlohmann::json::parse(epoch)["kind"] == "epoch");
 }
 
 TEST_CASE("console: levels filter messages, a bar on a terminal, periodic lines otherwise") {

@@ -129,10 +129,10 @@ TEST_CASE("report.html: built from a run folder's files, per-class precision, re
   std::filesystem::create_directories(run);
   std::ofstream(run / "config.ini") << "[model]\nname = compact_cnn <b>\n";
   std::ofstream(run / "classes.txt") << "cat\ndog\n";
-  std::ofstream(run / "metrics.jsonl") << R"({"step":50,"epoch":0,"train_loss":1.5,"lr":0.1})" "\n"
-                                       << R"({"step":100,"epoch":0,"train_loss":0.9,"val_loss":0.8,"val_top1":85.0,"val_top5":100,)"
+  std::ofstream(run / "metrics.jsonl") << R"({"step":50,"epoch":1,"train_loss":1.5,"lr":0.1})" "\n"
+                                       << R"({"step":100,"epoch":1,"train_loss":0.9,"val_loss":0.8,"val_top1":85.0,"val_top5":100,)"
                                           R"("images_per_second":1200,"data_wait":0.01,"epoch_seconds":40,"kind":"epoch"})" "\n"
-                                       << R"({"step":150,"epoch":1,"train_lo)";  // a line cut short by a kill
+                                       << R"({"step":150,"epoch":2,"train_lo)";  // a line cut short by a kill
   std::ofstream(run / "confusion.json") << nlohmann::json{{"epoch", 1}, {"confusion_matrix_rows_truth_columns_predicted", {{8, 2}, {1, 9}}}}.dump();
   const std::vector<uint8_t> png = data::encode_image(data::Image(4, 4, 3), data::ImageFormat::png);
   std::ofstream(run / "samples.png", std::ios::binary).write(reinterpret_cast<const char*>(png.data()), static_cast<std::streamsize>(png.size()));
@@ -142,7 +142,10 @@ TEST_CASE("report.html: built from a run folder's files, per-class precision, re
   CHECK(record.steps.size() == 1);
   CHECK(record.epochs.size() == 1);
   CHECK(record.epochs[0].get("val_top1") == 85.0);
+  CHECK(record.broken_metrics_lines == 1);
   const std::string html = report_html({record});
+  CHECK(html.find("85.00% (epoch 1)") != std::string::npos);
+  CHECK(html.find("1 line(s) of metrics.jsonl could not be read") != std::string::npos);
   for (const char* id : {"id=\"summary\"", "id=\"curves\"", "id=\"confusion\"", "id=\"per-class-table\"", "id=\"samples-image\"",
                          "id=\"mistakes\"", "id=\"config\""})
     CHECK_MESSAGE(html.find(id) != std::string::npos, id);

@@ -3,6 +3,8 @@
 // NO_COLOR.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include <cstring>
 
 #include "train/log/console.h"
@@ -132,6 +134,9 @@ TEST_CASE("progress format: the epoch line has the step fields, then validation,
                                    "3 corrupt images skipped; val loss 0.3014  top-1 88.92%  top-5 99.84%");
   line.ema_top1 = 89.104;  // [ema] on: the EMA weights' top-1 beside the live weights'
   CHECK(format_validation_figures(line) == "val loss 0.3014  top-1 88.92% (ema 89.10%)  top-5 99.84%");
+  EpochLine few_classes = line;
+  few_classes.val_top5 = std::nan("");  // 5 classes or fewer
+  CHECK(format_validation_figures(few_classes) == "val loss 0.3014  top-1 88.92% (ema 89.10%)");
   line.val_corrupt_images = 2;
   CHECK(format_epoch_line(line).ends_with("; val loss 0.3014  top-1 88.92% (ema 89.10%)  top-5 99.84%  2 corrupt validation images skipped"));
   EpochLine cut{.figures = typical()};

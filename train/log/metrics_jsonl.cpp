@@ -2,6 +2,7 @@
 #include "train/log/metrics_jsonl.h"
 
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
@@ -13,8 +14,16 @@ namespace cnn::train {
 MetricsJsonl::MetricsJsonl(const std::filesystem::path& path) : path_(path) {
   std::error_code ec;
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+  // A run killed while writing a line leaves it without its newline: end it, so that the first
+  // line of the resumed run is not glued onto it (the readers pass over the broken line).
+  bool cut_short = false;
+  if (std::ifstream previous(path, std::ios::binary | std::ios::ate); previous && previous.tellg() > 0) {
+    previous.seekg(-1, std::ios::end);
+    cut_short = previous.get() != '\n';
+  }
   out_.open(path, std::ios::app);
   CNN_CHECK(out_, "metrics: cannot open '", path.string(), "' for appending; check that the run folder is writable");
+  if (cut_short) out_ << '\n';
 }
 
 void MetricsJsonl::write(int64_t step, int64_t epoch, const std::map<std::string, double>& numbers,

@@ -122,7 +122,8 @@ std::string format_epoch_line(const EpochLine& e) {
 
 std::string format_validation_figures(const EpochLine& e) {
   return "val loss " + fixed(e.val_loss, 4) + "  top-1 " + fixed(e.val_top1, 2) + "%" +
-         (known(e.ema_top1) ? " (ema " + fixed(e.ema_top1, 2) + "%)" : "") + "  top-5 " + fixed(e.val_top5, 2) + "%";
+         (known(e.ema_top1) ? " (ema " + fixed(e.ema_top1, 2) + "%)" : "") +
+         (known(e.val_top5) ? "  top-5 " + fixed(e.val_top5, 2) + "%" : "");  // none with 5 classes or fewer
 }
 
 std::string format_validation_bar(int64_t done, int64_t total, int width) {

@@ -81,7 +81,7 @@ std::string summary_table(const RunRecord& run) {
     last = top1;
     if (!std::isfinite(best) || top1 > best) {
       best = top1;
-      best_epoch = e.epoch + 1;
+      best_epoch = e.epoch;  // 1-based in metrics.jsonl
     }
   }
   double seconds = 0;
@@ -94,6 +94,9 @@ std::string summary_table(const RunRecord& run) {
   html += "<tr><th>best val top-1</th><td>" + fixed(best, 2) + "%" + (std::isfinite(best) ? " (epoch " + std::to_string(best_epoch) + ")" : "") +
           "</td></tr>";
   html += "<tr><th>last val top-1</th><td>" + fixed(last, 2) + "%</td></tr></table>";
+  if (run.broken_metrics_lines > 0)
+    html += "<p class=\"note\">" + std::to_string(run.broken_metrics_lines) +
+            " line(s) of metrics.jsonl could not be read (cut short when the run was stopped) and are left out.</p>";
   return html;
 }
 
@@ -198,7 +201,10 @@ RunRecord read_run(const std::filesystem::path& dir) {
   for (std::string line; std::getline(metrics, line);) {
     // A line cut short (the run killed while writing it) or not JSON is passed over.
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_object()) continue;
+    if (!j.is_object()) {
+      run.broken_metrics_lines += !line.empty();
+      continue;
+    }
     MetricsLine m;
     m.step = j.value("step", int64_t{0});
     m.epoch = j.value("epoch", int64_t{0});

@@ -26,6 +26,7 @@ struct RunRecord {
   std::string config;  // config.ini
   std::vector<std::string> classes;
   std::vector<MetricsLine> steps, epochs;  // logged steps and epoch lines, in file order
+  int64_t broken_metrics_lines = 0;        // lines of metrics.jsonl that are not a JSON object (cut by a kill)
   std::vector<std::vector<int64_t>> confusion;  // rows: truth, columns: predicted; empty before validation
   int64_t confusion_epoch = 0;
   std::map<std::string, std::string> pictures;  // "samples", "mistakes", "confusion": PNG bytes

@@ -103,6 +103,7 @@ DataSettings data_settings(const Config& config, const ComputeSettings& compute,
   if (!config.text("data.val_path").empty()) data.validation_spec = dataset_spec(config, config.text("data.val_path"), false);
   data.classes = config.integer("model.num_classes");
   data.classes_origin = config.origin("model.num_classes");
+  data.classes_from_data = data.classes_origin == "default";
   data.channels = static_cast<int>(config.integer("model.in_channels"));
   data.image_size = static_cast<int>(config.integer("data.image_size"));
   data.normalize = normalize_of(config, data.channels);

@@ -61,6 +61,7 @@ struct DataSettings {
   std::string validation_spec;  // "" without [data] val_path
   int64_t classes = 0;
   std::string classes_origin;  // where [model] num_classes was set, for messages
+  bool classes_from_data = false;  // [model] num_classes left out: the training data's class count decides
   int channels = 0;
   int image_size = 0;
   data::Normalize normalize;

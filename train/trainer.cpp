@@ -243,16 +243,17 @@ class RemoveIfRefused {
   std::filesystem::path dir_;
 };
 
-TrainSummary run_on_this_rank(const TrainSettings& settings, const TrainRunOptions& options, DataParallel& data_parallel) {
+TrainSummary run_on_this_rank(const Config& config, const TrainSettings& given, const TrainRunOptions& options,
+                              DataParallel& data_parallel) {
   const bool main_rank = data_parallel.world().is_main();
-  const RunFolder folder = open_shared_run_folder(settings, options.resume, data_parallel);
+  const RunFolder folder = open_shared_run_folder(given, options.resume, data_parallel);
   RemoveIfRefused remove_if_refused(folder, main_rank);
   std::ostream no_output(nullptr);  // ranks other than 0 show nothing (their errors end the job, with their rank)
   std::ostream& out = !main_rank ? no_output : options.console ? *options.console : std::cout;
   // Under a launcher, standard output is a pseudo-terminal of the launcher's (OpenMPI makes one even
   // when its own output goes to a file): plain lines unless [log] progress = bar asks for the bar.
   const bool terminal = main_rank && stdout_is_terminal() && !options.console && !data_parallel.active();
-  Console console(out, settings.log.level, settings.log.progress, terminal, use_colour(terminal));
+  Console console(out, given.log.level, given.log.progress, terminal, use_colour(terminal));
 
   // A resume reads its checkpoint first (every rank: the file is on a shared file system): a
   // finished run is left exactly as it is, train.log included.
@@ -260,7 +261,7 @@ TrainSummary run_on_this_rank(const TrainSettings& settings, const TrainRunOptio
   if (!folder.resume_from.empty()) {
     saved = load_checkpoint(folder.resume_from);
     check_resume_point(*saved, folder.resume_from, folder.dir);
-    if (const std::string finished = finished_run(*saved, settings); !finished.empty()) {
+    if (const std::string finished = finished_run(*saved, given); !finished.empty()) {
       console.summary(finished + "; nothing in " + folder.dir.string() + " was changed");
       TrainSummary nothing;
       nothing.run_dir = folder.dir;
@@ -270,8 +271,17 @@ TrainSummary run_on_this_rank(const TrainSettings& settings, const TrainRunOptio
   }
   RunLog log(console, main_rank ? folder.dir / "train.log" : std::filesystem::path());
   // Everything that can refuse the resume comes before config.ini and classes.txt are written.
-  if (saved) check_resume_keys(*saved, folder.resume_from, settings, log);
-  TrainingData data = open_training_data(settings, log);
+  if (saved) check_resume_keys(*saved, folder.resume_from, given, log);
+  TrainingData data = open_training_data(given, log);
+  // [model] num_classes left out: the rest of the run, config.ini included, has the data's count.
+  std::optional<TrainSettings> with_data_classes;
+  if (data.classes != given.data.classes) {
+    Config resolved = config;
+    resolved.apply_override("model.num_classes=" + std::to_string(data.classes));
+    with_data_classes = from_config(resolved, given.distributed.world);
+    log.info("[model] num_classes = " + std::to_string(data.classes) + ", the classes of the training data (num_classes left out)");
+  }
+  const TrainSettings& settings = with_data_classes ? *with_data_classes : given;
   if (saved) check_resume_classes(*saved, folder.resume_from, data.class_names, settings.data.train_spec);
   Learner learner = build_learner(settings, data.steps_per_epoch, log);
   check_memory(settings, *learner.model, data, log);
@@ -305,7 +315,7 @@ TrainSummary run_training(const Config& config, const TrainRunOptions& options) 
   DataParallel data_parallel(settings);
   const InterruptHandler interrupt_handler;  // Ctrl-C: stop after the step, write last.h5, say how to resume
   try {
-    return run_on_this_rank(settings, options, data_parallel);
+    return run_on_this_rank(config, settings, options, data_parallel);
   } catch (const std::exception& e) {
     // The other ranks would wait for this one in their next collective until the timeout.
     if (data_parallel.active()) data_parallel.comm().abort(std::string("cnn_train: ") + e.what());

@@ -82,9 +82,15 @@ TrainingData open_training_data(const TrainSettings& settings, RunLog& log, data
   data.train_set = std::move(train_set);
   int64_t max_label = -1;
   for (int64_t i = 0; i < data.train_set->size(); ++i) max_label = std::max(max_label, data.train_set->label(i));
-  CNN_CHECK(max_label < wanted.classes, "the training data has labels up to ", max_label, " but [model] num_classes is ",
-            wanted.classes, " (", wanted.classes_origin, "); set num_classes to at least ", max_label + 1);
-  data.class_names = class_names_of(*data.train_set, wanted.classes);
+  const int64_t in_data = std::max(data.train_set->num_classes(), max_label + 1);
+  data.classes = wanted.classes_from_data ? in_data : wanted.classes;
+  CNN_CHECK(max_label < data.classes, "the training data has labels up to ", max_label, " but [model] num_classes is ",
+            data.classes, " (", wanted.classes_origin, "); set num_classes to at least ", max_label + 1);
+  if (data.classes > in_data)
+    log.warn("[model] num_classes = " + std::to_string(data.classes) + " (" + wanted.classes_origin + ") but the training data has " +
+             std::to_string(in_data) + " classes: " + std::to_string(data.classes - in_data) +
+             " outputs of the head never see a training image (leave num_classes out to take the data's count)");
+  data.class_names = class_names_of(*data.train_set, data.classes);
   data::LoaderOptions train_options = wanted.loader;
   train_options.log = warn;
   data.train_loader = std::make_unique<data::Loader>(data.train_set, train_pipeline(settings), train_options);

@@ -34,7 +34,10 @@ class BatchCropFlip {
 
 struct TrainingData {
   data::DatasetPtr train_set;
-  std::vector<std::string> class_names;  // [model] num_classes of them (numbers where the data has no names)
+  // The head's class count: [model] num_classes, or, when it was left out, the training data's
+  // (the classes it names, at least its largest label + 1).
+  int64_t classes = 0;
+  std::vector<std::string> class_names;  // `classes` of them (numbers where the data has no names)
   std::unique_ptr<data::Loader> train_loader;
   std::unique_ptr<data::Loader> validation_loader;  // null without [data] val_path
   std::unique_ptr<BatchCropFlip> crop_flip;         // null unless augment.on_gpu

@@ -9,6 +9,7 @@
 #include <map>
 #include <sstream>
 
+#include "data/encode.h"
 #include "engine/cnn.h"
 #include "engine/io/safetensors.h"
 #include "train/config/config.h"
@@ -56,6 +57,23 @@ void write_idx_split(const std::filesystem::path& dir, const std::string& prefix
         images.put(pixel);
       }
     labels.put(static_cast<char>(label));
+  }
+}
+
+void write_image_folder(const std::filesystem::path& root, const std::vector<std::string>& names, int per_class) {
+  for (size_t k = 0; k < names.size(); ++k) {
+    std::filesystem::create_directories(root / names[k]);
+    for (int i = 0; i < per_class; ++i) {
+      data::Image img(28, 28, 1);
+      for (int y = 0; y < 28; ++y)
+        for (int x = 0; x < 28; ++x) {
+          const bool inside = (y / 14) * 2 + (x / 14) == static_cast<int>(k) && y % 14 > 3 && x % 14 > 3;
+          img.at(y, x, 0) = static_cast<uint8_t>(inside ? 220 : (x * 7 + y * 3 + i) % 40);
+        }
+      const std::vector<uint8_t> png = data::encode_image(img, data::ImageFormat::png);
+      std::ofstream(root / names[k] / (std::to_string(i) + ".png"), std::ios::binary)
+          .write(reinterpret_cast<const char*>(png.data()), static_cast<std::streamsize>(png.size()));
+    }
   }
 }
 

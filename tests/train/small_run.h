@@ -22,6 +22,10 @@ struct ScratchDir {
 // class k is a bright 8x8 square in quadrant k on a noisy background.
 void write_idx_split(const std::filesystem::path& dir, const std::string& prefix, int count, uint32_t seed);
 
+// `per_class` 28x28 grey PNGs in <root>/<name>/ for each of `names` (an image folder dataset):
+// class k is a bright square in quadrant k (k < 4).
+void write_image_folder(const std::filesystem::path& root, const std::vector<std::string>& names, int per_class);
+
 // The config of a 2-epoch compact-CNN run on the IDX data in `data`, run folders under `runs`.
 std::string config_text(const std::filesystem::path& data, const std::filesystem::path& runs);
 

@@ -1,44 +1,29 @@
-// The run's record files with class names that are bytes, not UTF-8 (a folder "caf\xe9" made on a
-// Latin-1 machine): confusion.json, report.html and predictions in JSON are written with the stray
-// bytes spelled \xHH, and such a name never costs the run its checkpoints.
+// Training runs on image folders. Class names that are bytes, not UTF-8 (a folder "caf\xe9" made on
+// a Latin-1 machine): confusion.json, report.html and predictions in JSON write the stray bytes as
+// \xHH, and such a name never costs the run its checkpoints. The class count taken from the folder
+// when [model] num_classes is left out.
 #include <doctest/doctest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "data/encode.h"
+#include "train/checkpoint.h"
 #include "train/config/config.h"
 #include "train/infer.h"
 #include "train/log/json_text.h"
 #include "train/small_run.h"
 #include "train/trainer.h"
 #include "train/validation.h"
+#include "error_message.h"
 
 using namespace cnn;
 using namespace cnn::train;
 using namespace cnn::train::testing;
+using cnn::testing::error_message;
 
 namespace {
 const std::string kLatin1Name = "caf\xe9";  // not UTF-8
-
-// `per_class` 28x28 PNGs in <root>/<name>/ for each name; class k is a bright square in quadrant k.
-void write_image_folder(const std::filesystem::path& root, const std::vector<std::string>& names, int per_class) {
-  for (size_t k = 0; k < names.size(); ++k) {
-    std::filesystem::create_directories(root / names[k]);
-    for (int i = 0; i < per_class; ++i) {
-      data::Image img(28, 28, 1);
-      for (int y = 0; y < 28; ++y)
-        for (int x = 0; x < 28; ++x) {
-          const bool inside = (y / 14) * 2 + (x / 14) == static_cast<int>(k) && y % 14 > 3 && x % 14 > 3;
-          img.at(y, x, 0) = static_cast<uint8_t>(inside ? 220 : (x * 7 + y * 3 + i) % 40);
-        }
-      const std::vector<uint8_t> png = data::encode_image(img, data::ImageFormat::png);
-      std::ofstream(root / names[k] / (std::to_string(i) + ".png"), std::ios::binary)
-          .write(reinterpret_cast<const char*>(png.data()), static_cast<std::streamsize>(png.size()));
-    }
-  }
-}
 }  // namespace
 
 TEST_CASE("json_text: a document holding names that are not UTF-8 is written, the stray bytes spelled \\xHH") {
@@ -86,4 +71,42 @@ TEST_CASE("trainer: a class folder whose name is not UTF-8 trains, validates and
   write_predictions(json, predictions, OutputFormat::json);
   const nlohmann::json parsed = nlohmann::json::parse(json.str());
   CHECK(parsed.dump().find("caf\\\\xE9") != std::string::npos);
+}
+
+namespace {
+// A config of one epoch of the MLP on the image folder `data` (validated on it too), without
+// [model] num_classes unless `classes` is given.
+std::string folder_config(const ScratchDir& dir, const std::string& classes = "") {
+  return "[model]\nname = mlp\nin_channels = 1\n" + (classes.empty() ? "" : "num_classes = " + classes + "\n") +
+         "[data]\nformat = folder\npath = " + (dir.path / "data").string() + "\nval_path = " + (dir.path / "data").string() +
+         "\nbatch_size = 8\nimage_size = 28\ncrop_pct = 1.0\nmean = 0.2\nstd = 0.3\nworkers = 1\n"
+         "[augment]\nrandom_resized_crop = false\nhflip = 0\n[train]\nepochs = 1\ndevice = cpu\nthreads = 1\n"
+         "[log]\nlevel = normal\nimages = false\n[run]\ndir = " + (dir.path / "runs").string() + "\n";
+}
+}  // namespace
+
+// Leaving out num_classes trained a 1000-way head (the key's default) on a 3-class folder without a
+// word; 2 classes were caught only by the labels, 5 were silent.
+TEST_CASE("trainer: [model] num_classes left out takes the data's class count; fewer is refused, more warned") {
+  ScratchDir dir("classes_from_data");
+  write_image_folder(dir.path / "data", {"a", "b", "c"}, 8);
+  std::ostringstream shown;
+  TrainRunOptions opts;
+  opts.console = &shown;
+  const TrainSummary s = run_training(Config::parse(folder_config(dir), "classes.ini"), opts);
+  CHECK(shown.str().find("[model] num_classes = 3, the classes of the training data") != std::string::npos);
+  CHECK(read_text_file(s.run_dir / "config.ini").find("num_classes = 3") != std::string::npos);
+  CHECK(load_checkpoint(s.run_dir / "last.h5").class_names == std::vector<std::string>{"a", "b", "c"});
+  // The same INI resumes onto the same count (config.ini holds it, the INI still leaves it out).
+  TrainRunOptions resume = opts;
+  resume.resume = s.run_dir.string();
+  CHECK(run_training(Config::parse(folder_config(dir), "classes.ini", {"train.epochs=2"}), resume).steps > 0);
+
+  const std::string fewer = error_message([&] { run_training(Config::parse(folder_config(dir, "2"), "classes.ini"), opts); });
+  CHECK(fewer.find("num_classes is 2") != std::string::npos);
+  CHECK(fewer.find("classes.ini:") != std::string::npos);
+  shown.str("");
+  run_training(Config::parse(folder_config(dir, "5"), "classes.ini"), opts);
+  CHECK(shown.str().find("[model] num_classes = 5 (classes.ini:") != std::string::npos);
+  CHECK(shown.str().find("2 outputs of the head never see a training image") != std::string::npos);
 }

@@ -108,6 +108,8 @@ case_row "a class folder named caf\\xe9 (Latin-1, not UTF-8), validated" 0 "" "$
 case_row "[optim] head = nosuch with head_lr_mult = 100" 1 "matches no parameter" "$train --set optim.head=nosuch --set optim.head_lr_mult=100 --set train.max_steps=2"
 case_row "a config without [train] device (auto: cpu here)" 0 "device = auto" "sed '/^device/d' configs/fashion_mnist.ini > $work/nodevice.ini && $bin/cnn_train $work/nodevice.ini --set run.dir=$work/runs --set train.max_steps=2 --set log.level=normal"
 case_row "no num_classes, a 2-class folder" 0 "num_classes = 2, the classes of the training data" "sed '/^num_classes/d' configs/fashion_mnist.ini > $work/noclasses.ini && $bin/cnn_train $work/noclasses.ini --set run.dir=$work/runs --set log.level=normal --set data.batch_size=4 --set data.format=folder --set data.path=$work/folder --set data.val_path= --set data.image_size=28 --set train.max_steps=2"
+mkdir -p "$work/valbird/bird" && cp "$work"/folder/cat/0.png "$work/valbird/bird/"
+case_row "validation folder with a class the training data lacks" 1 "lacks: bird" "$train $folder --set data.val_path=$work/valbird"
 case_row "format = packed pointed at a folder" 1 "folder|directory" "$train --set data.format=packed --set data.path=$work/folder --set data.val_path="
 case_row "cnn_infer --topk 0" 105 "at least 1|>= 1|whole number" "$bin/cnn_infer --checkpoint x.h5 --topk 0 y.png"
 

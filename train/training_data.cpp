@@ -5,6 +5,7 @@
 
 #include "data/open_dataset.h"
 #include "data/randaugment.h"
+#include "data/relabelled_dataset.h"
 #include "data/transforms.h"
 #include "engine/error.h"
 #include "train/run_log.h"
@@ -71,6 +72,60 @@ Tensor TrainingData::images_on_device(const data::Batch& batch, const Device& de
   return images;
 }
 
+namespace {
+// "a, b, c" of the first 8 names, and how many more.
+std::string names_in_words(const std::vector<std::string>& names) {
+  std::string text;
+  for (size_t i = 0; i < names.size() && i < 8; ++i) text += (i ? ", " : "") + names[i];
+  if (names.size() > 8) text += ", ... " + std::to_string(names.size() - 8) + " more";
+  return text;
+}
+
+// The validation set scored on the training set's class indices. When both sets name their classes
+// (class folders, list or packed files with names), validation classes are matched to training
+// classes by name: a subset, or another order, is mapped; a name the training set lacks is refused;
+// training classes with no validation image are named in a warning. Sets whose names are only
+// numbers (IDX, CIFAR, list files of indices) are taken as indices. Either way every validation
+// label must be one of the model's classes, checked here at start rather than after an epoch.
+data::DatasetPtr on_training_classes(data::DatasetPtr validation, const data::Dataset& train, const DataSettings& wanted,
+                                     int64_t classes, RunLog& log) {
+  const std::vector<std::string>& train_names = train.class_names();
+  const std::vector<std::string>& names = validation->class_names();
+  const bool named = names != data::numbered_class_names(validation->num_classes()) &&
+                     train_names != data::numbered_class_names(train.num_classes());
+  if (named && names != train_names) {
+    std::vector<int64_t> label_of;
+    std::vector<std::string> unknown;
+    std::vector<bool> seen(train_names.size(), false);
+    for (const std::string& name : names) {
+      const auto at = std::find(train_names.begin(), train_names.end(), name);
+      if (at == train_names.end()) {
+        unknown.push_back(name);
+        continue;
+      }
+      label_of.push_back(at - train_names.begin());
+      seen[static_cast<size_t>(at - train_names.begin())] = true;
+    }
+    CNN_CHECK(unknown.empty(), "the validation data ", wanted.validation_spec, " has ", unknown.size(), " class",
+              unknown.size() == 1 ? "" : "es", " that the training data ", wanted.train_spec, " lacks: ", names_in_words(unknown),
+              "; the validation classes must be training classes (matched by name)");
+    std::vector<std::string> absent;
+    for (size_t k = 0; k < train_names.size(); ++k)
+      if (!seen[k]) absent.push_back(train_names[k]);
+    if (!absent.empty())
+      log.warn("the validation data has no class " + names_in_words(absent) + " of the training data (" +
+               std::to_string(absent.size()) + " of " + std::to_string(train_names.size()) + "); it is scored on the others");
+    validation = std::make_shared<data::RelabelledDataset>(std::move(validation), std::move(label_of), train_names);
+  }
+  int64_t max_label = -1;
+  for (int64_t i = 0; i < validation->size(); ++i) max_label = std::max(max_label, validation->label(i));
+  CNN_CHECK(max_label < classes, "the validation data ", wanted.validation_spec, " has labels up to ", max_label,
+            " but the model has ", classes, " classes ([model] num_classes, ", wanted.classes_origin,
+            "); validate on data of the training classes");
+  return validation;
+}
+}  // namespace
+
 TrainingData open_training_data(const TrainSettings& settings, RunLog& log) {
   return open_training_data(settings, log, data::open_dataset(settings.data.train_spec, [&log](const std::string& message) { log.warn(message); }));
 }
@@ -101,8 +156,9 @@ TrainingData open_training_data(const TrainSettings& settings, RunLog& log, data
     validation_options.shuffle = false;
     validation_options.drop_last = false;
     validation_options.pad_shards = false;  // each validation sample counted once, on one rank
-    data.validation_loader = std::make_unique<data::Loader>(data::open_dataset(wanted.validation_spec, warn),
-                                                            *wanted.validation_transforms, validation_options);
+    data.validation_loader = std::make_unique<data::Loader>(
+        on_training_classes(data::open_dataset(wanted.validation_spec, warn), *data.train_set, wanted, data.classes, log),
+        *wanted.validation_transforms, validation_options);
   }
   data.batch_size = train_options.batch_size;
   data.rank = settings.distributed.world.rank;

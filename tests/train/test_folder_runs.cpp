@@ -110,3 +110,34 @@ TEST_CASE("trainer: [model] num_classes left out takes the data's class count; f
   CHECK(shown.str().find("[model] num_classes = 5 (classes.ini:") != std::string::npos);
   CHECK(shown.str().find("2 outputs of the head never see a training image") != std::string::npos);
 }
+
+// A validation folder holding the training set's classes a and c was scored as [a, b]: c's images
+// counted as b, a right model reported at 50%. Classes are now matched by name.
+TEST_CASE("trainer: validation classes are matched to the training classes by name; unknown ones are refused") {
+  ScratchDir dir("validation_names");
+  write_image_folder(dir.path / "data", {"a", "b", "c"}, 8);
+  write_image_folder(dir.path / "val", {"a", "b", "c"}, 4);
+  std::filesystem::remove_all(dir.path / "val" / "b");
+  std::ostringstream shown;
+  TrainRunOptions opts;
+  opts.console = &shown;
+  const std::string val = "data.val_path=" + (dir.path / "val").string();
+  const TrainSummary s = run_training(Config::parse(folder_config(dir), "names.ini", {val}), opts);
+  CHECK(shown.str().find("the validation data has no class b of the training data (1 of 3)") != std::string::npos);
+  const nlohmann::json confusion = nlohmann::json::parse(read_text_file(s.run_dir / "confusion.json"));
+  CHECK(confusion["classes"] == nlohmann::json({"a", "b", "c"}));
+  const auto& rows = confusion["confusion_matrix_rows_truth_columns_predicted"];
+  const auto images_of = [&](size_t truth) {
+    int64_t n = 0;
+    for (const auto& count : rows[truth]) n += count.get<int64_t>();
+    return n;
+  };
+  CHECK(images_of(0) == 4);
+  CHECK(images_of(1) == 0);  // b has no validation images
+  CHECK(images_of(2) == 4);  // c's images are scored as c, not as the second class
+
+  write_image_folder(dir.path / "val", {"d"}, 2);
+  const std::string unknown = error_message([&] { run_training(Config::parse(folder_config(dir), "names.ini", {val}), opts); });
+  CHECK(unknown.find("has 1 class that the training data") != std::string::npos);
+  CHECK(unknown.find("lacks: d") != std::string::npos);
+}

@@ -110,6 +110,9 @@ case_row "a config without [train] device (auto: cpu here)" 0 "device = auto" "s
 case_row "no num_classes, a 2-class folder" 0 "num_classes = 2, the classes of the training data" "sed '/^num_classes/d' configs/fashion_mnist.ini > $work/noclasses.ini && $bin/cnn_train $work/noclasses.ini --set run.dir=$work/runs --set log.level=normal --set data.batch_size=4 --set data.format=folder --set data.path=$work/folder --set data.val_path= --set data.image_size=28 --set train.max_steps=2"
 mkdir -p "$work/valbird/bird" && cp "$work"/folder/cat/0.png "$work/valbird/bird/"
 case_row "validation folder with a class the training data lacks" 1 "lacks: bird" "$train $folder --set data.val_path=$work/valbird"
+case_row "lr = 1e-4 with min_lr = 1e-3 (a rising cosine)" 1 "min_lr = 0.001 is above the learning rate" "$train --set optim.lr=1e-4 --set schedule.min_lr=1e-3"
+case_row "schedule = plateau without a validation set" 1 "never decay" "$train --set schedule.name=plateau --set data.val_path="
+case_row "reference_batch_size = 1 (lr scaled past its range)" 1 "past \\[optim\\] lr's range" "$train --set optim.lr=0.8 --set schedule.reference_batch_size=1"
 case_row "format = packed pointed at a folder" 1 "folder|directory" "$train --set data.format=packed --set data.path=$work/folder --set data.val_path="
 case_row "cnn_infer --topk 0" 105 "at least 1|>= 1|whole number" "$bin/cnn_infer --checkpoint x.h5 --topk 0 y.png"
 

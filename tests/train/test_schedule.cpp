@@ -133,3 +133,27 @@ TEST_CASE("linear scaling rule, and schedule options from a config") {
   bad.steps_per_epoch = 0;
   CHECK_THROWS_AS(LrSchedule{bad}, Error);
 }
+
+// Each of these passed its own key's range and trained something other than what was asked: a
+// cosine rising from lr to min_lr, a plateau schedule without a metric to watch, and lr scaled to
+// 200 by reference_batch_size = 1.
+TEST_CASE("schedule options: settings that contradict each other are refused with file:line") {
+  const auto refusal = [](const std::string& text, int64_t global_batch = 256) {
+    try {
+      schedule_options(Config::parse(text, "sched.ini"), 100, global_batch);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  const std::string rising = refusal("[optim]\nlr = 1e-4\n[schedule]\nmin_lr = 1e-3\n");
+  CHECK(rising.find("sched.ini:4: [schedule] min_lr = 0.001 is above the learning rate 0.0001") != std::string::npos);
+  CHECK(rising.find("the cosine would rise") != std::string::npos);
+  const std::string plateau = refusal("[schedule]\nname = plateau\n");
+  CHECK(plateau.find("sched.ini:2: [schedule] name = plateau watches the validation metric") != std::string::npos);
+  CHECK(refusal("[schedule]\nname = plateau\n[data]\nval_path = /v\n") == "(no error)");
+  const std::string scaled = refusal("[optim]\nlr = 0.8\n[schedule]\nreference_batch_size = 1\n", 256);
+  CHECK(scaled.find("the learning rate would be 204.8") != std::string::npos);
+  CHECK(scaled.find("reference_batch_size 1 (sched.ini:4)") != std::string::npos);
+  CHECK(refusal("[optim]\nlr = 0.1\n[schedule]\nmin_lr = 0.001\n") == "(no error)");
+}

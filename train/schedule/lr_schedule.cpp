@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 #include <numbers>
+#include <sstream>
+#include <string>
 
 #include "engine/error.h"
 #include "train/config/config.h"
@@ -111,6 +113,27 @@ double linear_scaled_lr(double lr, int64_t global_batch, int64_t reference_batch
   return lr * static_cast<double>(global_batch) / static_cast<double>(reference_batch);
 }
 
+namespace {
+// Settings that each pass their own range but contradict one another, refused with file:line.
+void check_schedule_agrees(const Config& config, const ScheduleOptions& o, int64_t global_batch) {
+  const int64_t reference = config.integer("schedule.reference_batch_size");
+  std::ostringstream lr_words;
+  lr_words << "[optim] lr " << config.real("optim.lr") << " (" << config.origin("optim.lr") << ")";
+  if (reference > 0)
+    lr_words << " scaled by the global batch " << global_batch << " / [schedule] reference_batch_size " << reference << " ("
+             << config.origin("schedule.reference_batch_size") << ")";
+  CNN_CHECK(o.base_lr <= 100, "the learning rate would be ", o.base_lr, ": ", lr_words.str(),
+            ", past [optim] lr's range (0, 100]; raise reference_batch_size or lower lr");
+  const bool uses_min_lr = o.kind == ScheduleKind::warmup_cosine || o.kind == ScheduleKind::plateau;
+  CNN_CHECK(!uses_min_lr || o.min_lr <= o.base_lr, config.origin("schedule.min_lr"), ": [schedule] min_lr = ",
+            o.min_lr, " is above the learning rate ", o.base_lr, " (", lr_words.str(), "); the ",
+            o.kind == ScheduleKind::plateau ? "plateau schedule would raise it" : "cosine would rise", "; set min_lr below lr");
+  CNN_CHECK(o.kind != ScheduleKind::plateau || !config.text("data.val_path").empty(), config.origin("schedule.name"),
+            ": [schedule] name = plateau watches the validation metric, but there is no validation set ([data] val_path is "
+            "empty): the learning rate would never decay; give a val_path or choose another schedule");
+}
+}  // namespace
+
 ScheduleOptions schedule_options(const Config& config, int64_t steps_per_epoch, int64_t global_batch) {
   ScheduleOptions o;
   o.kind = parse_schedule_kind(config.text("schedule.name"));
@@ -131,6 +154,7 @@ ScheduleOptions schedule_options(const Config& config, int64_t steps_per_epoch, 
   o.swa_lr = config.real("swa.lr");
   o.swa_anneal_epochs = config.integer("swa.anneal_epochs");
   o.swa_anneal_linear = config.text("swa.anneal") == "linear";
+  check_schedule_agrees(config, o, global_batch);
   return o;
 }
 

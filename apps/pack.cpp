@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <thread>
 
@@ -17,6 +18,19 @@
 #include "data/packed_dataset.h"
 
 using namespace cnn;
+
+namespace {
+// Ctrl-C or SIGTERM: the packing stops at the next sample and removes its temporary file (a second
+// signal ends the process at once, as without the handler).
+volatile std::sig_atomic_t g_stop = 0;
+extern "C" void on_stop_signal(int signal) {
+  if (g_stop) {
+    std::signal(signal, SIG_DFL);
+    std::raise(signal);
+  }
+  g_stop = 1;
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"cnn_pack: packs a dataset into one HDF5 file for fast random access"};
@@ -57,6 +71,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "cnn_pack: give the output file (or --check to only scan)\n");
       return 2;
     }
+    std::signal(SIGINT, on_stop_signal);
+    std::signal(SIGTERM, on_stop_signal);
+    options.stop_requested = [] { return g_stop != 0; };
     const auto report = cnn::data::pack_dataset(*dataset, output, options);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     std::fprintf(stderr, "cnn_pack: wrote %lld images (%zu unreadable, skipped) to %s in %.1f s\n",

@@ -301,6 +301,10 @@ PackReport pack_dataset(const Dataset& dataset, const std::string& out_path, con
       if (!done) std::filesystem::remove(path, ec);
     }
   } cleanup{temp};
+  const auto check_stop = [&](int64_t done) {
+    CNN_CHECK(!options.stop_requested || !options.stop_requested(), "stopped by a signal after ", done, " of ", dataset.size(),
+              " samples; nothing was written (", temp, " removed)");
+  };
   H5 file(H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose, "creating " + temp);
   write_string_attribute(file.get(), "format", kFormat);
   write_string_attribute(file.get(), "storage", options.encoded ? "encoded" : "pixels");
@@ -314,6 +318,7 @@ PackReport pack_dataset(const Dataset& dataset, const std::string& out_path, con
                "creating encoded");
     std::vector<int64_t> offsets = {0};
     for (int64_t i = 0; i < dataset.size(); ++i) {
+      check_stop(i);
       std::vector<uint8_t> bytes;
       try {
         bytes = files->encoded(i);
@@ -360,6 +365,7 @@ PackReport pack_dataset(const Dataset& dataset, const std::string& out_path, con
     loader.start_epoch(0);
     int64_t next_report = 10000;
     while (auto batch = loader.next()) {
+      check_stop(report.written);
       const auto n = static_cast<hsize_t>(batch->size());
       if (n == 0) continue;
       append(images.get(), H5T_NATIVE_UINT8, batch->images.data(), static_cast<hsize_t>(report.written), n, "images");

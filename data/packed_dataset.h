@@ -52,6 +52,9 @@ struct PackOptions {
   // the loader (DecodeOptions::max_pixels); 0: no limit.
   int64_t max_image_pixels = kDefaultMaxImagePixels;
   std::function<void(const std::string&)> log;  // progress and warnings; default standard error
+  // Asked between samples: true ends the packing with a cnn::Error, the temporary file removed
+  // (cnn_pack: a Ctrl-C or SIGTERM). Unset: never.
+  std::function<bool()> stop_requested;
 };
 
 struct PackReport {

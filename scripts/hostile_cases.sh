@@ -113,6 +113,8 @@ case_row "validation folder with a class the training data lacks" 1 "lacks: bird
 case_row "lr = 1e-4 with min_lr = 1e-3 (a rising cosine)" 1 "min_lr = 0.001 is above the learning rate" "$train --set optim.lr=1e-4 --set schedule.min_lr=1e-3"
 case_row "schedule = plateau without a validation set" 1 "never decay" "$train --set schedule.name=plateau --set data.val_path="
 case_row "reference_batch_size = 1 (lr scaled past its range)" 1 "past \\[optim\\] lr's range" "$train --set optim.lr=0.8 --set schedule.reference_batch_size=1"
+case_row "cnn_report on a folder that is not a run" 1 "not a run folder" "$bin/cnn_report $work/folder/cat; rc=\$?; test ! -e $work/folder/cat/report.html && exit \$rc"
+case_row "cnn_pack interrupted by SIGINT leaves no OUT.h5.tmp" 1 "stopped by a signal" "$bin/cnn_pack fashion-mnist:$fashion:train $work/int.h5 --size 64 & p=\$!; sleep 1; kill -INT \$p; wait \$p; rc=\$?; test ! -e $work/int.h5.tmp && exit \$rc"
 case_row "format = packed pointed at a folder" 1 "folder|directory" "$train --set data.format=packed --set data.path=$work/folder --set data.val_path="
 case_row "cnn_infer --topk 0" 105 "at least 1|>= 1|whole number" "$bin/cnn_infer --checkpoint x.h5 --topk 0 y.png"
 

@@ -312,3 +312,22 @@ TEST_CASE("cnn_pack's pixel limit: a header claiming a huge size is skipped, the
   REQUIRE(bad.size() == 1);
   CHECK(bad[0].second.find("more than the limit") == std::string::npos);
 }
+
+// An interrupted cnn_pack left its OUT.h5.tmp behind (720 MB in the case found).
+TEST_CASE("packing stopped by a request (Ctrl-C in cnn_pack) removes its temporary file and writes nothing") {
+  TempDir src, out;
+  auto ds = folder_with_one_corrupt(src);
+  for (const bool encoded : {false, true}) {
+    CAPTURE(encoded);
+    PackOptions o;
+    o.size = 16;
+    o.encoded = encoded;
+    int asked = 0;  // pixels: one batch of 11, asked before it; encoded: stopped after 3 files
+    o.stop_requested = [&asked, encoded] { return ++asked > (encoded ? 3 : 0); };
+    const std::string path = (out.path() / "stopped.h5").string();
+    CHECK_THROWS_WITH_AS(pack_dataset(*ds, path, quiet(o)), doctest::Contains("stopped by a signal"), Error);
+    CHECK(asked == (encoded ? 4 : 1));
+    CHECK_FALSE(std::filesystem::exists(path));
+    CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
+  }
+}

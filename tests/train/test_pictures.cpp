@@ -171,6 +171,10 @@ TEST_CASE("report.html: base64 as RFC 4648 gives it, and a missing folder is ref
   CHECK(base64("foo") == "Zm9v");
   CHECK(base64("foobar") == "Zm9vYmFy");
   CHECK_THROWS_WITH_AS(read_run("/nonexistent/run"), doctest::Contains("'/nonexistent/run' is not a run folder"), Error);
+  // A folder that is not a run's used to get a report.html written into it (and rc 0 from cnn_report).
+  const io_test::ScratchDir other("not_a_run");
+  CHECK_THROWS_WITH_AS(read_run(other), doctest::Contains("holds neither config.ini nor metrics.jsonl"), Error);
+  CHECK_FALSE(std::filesystem::exists(other / "report.html"));
 }
 
 TEST_CASE("trainer: a run's folder holds its pictures, report.html and TensorBoard images and histograms") {

@@ -190,6 +190,9 @@ double MetricsLine::get(const std::string& name) const {
 RunRecord read_run(const std::filesystem::path& dir) {
   std::error_code ec;
   CNN_CHECK(std::filesystem::is_directory(dir, ec), "'", dir.string(), "' is not a run folder (no such folder)");
+  CNN_CHECK(std::filesystem::exists(dir / "config.ini", ec) || std::filesystem::exists(dir / "metrics.jsonl", ec), "'",
+            dir.string(), "' is not a run folder: it holds neither config.ini nor metrics.jsonl (cnn_train writes both ",
+            "into <run.dir>/<time>_<name>/); give the folder of a run");
   RunRecord run;
   run.dir = dir;
   run.name = std::filesystem::absolute(dir).lexically_normal().filename().string();

@@ -33,7 +33,8 @@ struct RunRecord {
 };
 
 // Reads what the run folder holds; missing files leave their parts empty (a run that has just
-// started has a report too). A cnn::Error when `dir` is not a folder.
+// started has a report too). A cnn::Error when `dir` is not a folder, or holds neither config.ini
+// nor metrics.jsonl (not a run's folder).
 RunRecord read_run(const std::filesystem::path& dir);
 
 // The page: the first run in detail; with several runs, their curves on the same charts first.

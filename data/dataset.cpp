@@ -15,6 +15,10 @@ namespace cnn::data {
 void Dataset::check_labels(const std::string& where) const {
   const int64_t classes = num_classes();
   CNN_CHECK(classes > 0, where, ": the dataset has no classes");
+  // classes.txt, list files and the logs hold a class name per line.
+  for (const std::string& name : class_names_)
+    CNN_CHECK(name.find_first_of("\n\r") == std::string::npos, where, ": the class name '", name,
+              "' holds a line break, and classes.txt and list files hold one name per line; rename that class");
   for (int64_t i = 0, n = size(); i < n; ++i) {
     const int64_t y = label(i);
     CNN_CHECK(y >= 0 && y < classes, where, ": sample ", i, " (", source(i), ") has label ", y, ", outside [0, ",

@@ -31,7 +31,8 @@ class Dataset {
   int64_t num_classes() const { return static_cast<int64_t>(class_names_.size()); }
 
  protected:
-  // Checks that every label is in [0, num_classes) at start-up; `where` names the dataset.
+  // Checks at start-up that every label is in [0, num_classes) and that no class name holds a line
+  // break; `where` names the dataset.
   void check_labels(const std::string& where) const;
 
   std::vector<std::string> class_names_;

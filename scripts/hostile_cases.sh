@@ -76,6 +76,10 @@ for c in (b"caf\xe9", b"b"):
     os.makedirs(d, exist_ok=True)
     for i in range(8):
         png(os.fsdecode(d + b"/%d.png" % i), 40, 40)
+for c in ("ok", "two\nlines"):
+    os.makedirs(f"{work}/nlfolder/{c}", exist_ok=True)
+    png(f"{work}/nlfolder/{c}/0.png", 40, 40)
+open(f"{work}/nul.ini", "wb").write(open("configs/fashion_mnist.ini", "rb").read().replace(b"name = compact_cnn", b"name = compact_cnn\0junk", 1))
 open(f"{work}/long.ini", "w").write("[model]\n; " + "x" * 5000 + "\nname = compact_cnn\n")
 open(f"{work}/spaces.ini", "w").write(open("configs/fashion_mnist.ini").read().replace("[model]", "[ model ]"))
 open(f"{work}/bom.ini", "wb").write(b"\xef\xbb\xbf" + open("configs/fashion_mnist.ini", "rb").read())
@@ -115,6 +119,8 @@ case_row "schedule = plateau without a validation set" 1 "never decay" "$train -
 case_row "reference_batch_size = 1 (lr scaled past its range)" 1 "past \\[optim\\] lr's range" "$train --set optim.lr=0.8 --set schedule.reference_batch_size=1"
 case_row "cnn_report on a folder that is not a run" 1 "not a run folder" "$bin/cnn_report $work/folder/cat; rc=\$?; test ! -e $work/folder/cat/report.html && exit \$rc"
 case_row "cnn_pack interrupted by SIGINT leaves no OUT.h5.tmp" 1 "stopped by a signal" "$bin/cnn_pack fashion-mnist:$fashion:train $work/int.h5 --size 64 & p=\$!; sleep 1; kill -INT \$p; wait \$p; rc=\$?; test ! -e $work/int.h5.tmp && exit \$rc"
+case_row "a class folder named with a line break" 1 "holds a line break" "$train $folder --set data.path=$work/nlfolder"
+case_row "a NUL byte in a config value" 1 "a NUL byte" "$bin/cnn_train $work/nul.ini --set run.dir=$work/runs"
 case_row "format = packed pointed at a folder" 1 "folder|directory" "$train --set data.format=packed --set data.path=$work/folder --set data.val_path="
 case_row "cnn_infer --topk 0" 105 "at least 1|>= 1|whole number" "$bin/cnn_infer --checkpoint x.h5 --topk 0 y.png"
 

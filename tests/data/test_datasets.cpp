@@ -346,3 +346,13 @@ TEST_CASE("list files: header or not, index or name labels, paths relative to th
     CHECK(test::error_message([&] { open_list_file(malformed); }).find(":1: expected \"path,label\"") != std::string::npos);
   }
 }
+
+// A class folder named with a line break wrote two lines into classes.txt for one class, and every
+// later class name read back from it was shifted.
+TEST_CASE("a class name holding a line break is refused, naming it") {
+  TempDir dir;
+  dir.write("cls/ok/a.png", encode_image(test::smooth_image(8, 8, 3), ImageFormat::png));
+  dir.write("cls/two\nlines/b.png", encode_image(test::smooth_image(8, 8, 3), ImageFormat::png));
+  CHECK_THROWS_WITH_AS(open_image_folder((dir.path() / "cls").string()),
+                       doctest::Contains("the class name 'two\nlines' holds a line break"), Error);
+}

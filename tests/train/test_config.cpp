@@ -276,3 +276,10 @@ TEST_CASE("config: optional numbers are unset by default, parsed when given, che
   CHECK(Config::parse(set.to_ini(), "round-trip") == set);
   CHECK(Config::parse(defaults.to_ini(), "round-trip") == defaults);
 }
+
+// A NUL byte cut the value at it without a word ("name = resnet50\0junk" read as resnet50).
+TEST_CASE("config: a NUL byte in a line is refused with its line") {
+  CHECK(refusal(std::string("[model]\nname = resnet18\0junk\n", 29)) ==
+        doctest::Contains("exp.ini:2: a NUL byte (\\0) in this line"));
+  CHECK(refusal(std::string("[model]\nname = resnet18\n\0", 25)) == doctest::Contains("exp.ini:3: a NUL byte"));
+}

@@ -221,6 +221,14 @@ Config Config::parse(const std::string& text, const std::string& source, const s
   p.source = source;
   p.text = &text;
   if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) p.pos = 3;  // a UTF-8 byte-order mark
+  // The line reader stops at a NUL byte: a value holding one would be cut short without a word.
+  int line = 1, last_reported = 0;
+  for (const char c : text) {
+    if (c == '\n') ++line;
+    if (c != '\0' || line == last_reported) continue;
+    p.problem(line, "a NUL byte (\\0) in this line; the line would be read only up to it; remove it");
+    last_reported = line;
+  }
   const int syntax_error = ini_parse_stream(next_line, &p, on_key, &p);
   if (syntax_error > 0 &&
       std::none_of(p.problems.begin(), p.problems.end(), [&](const auto& e) { return e.first == syntax_error; }))

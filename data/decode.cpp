@@ -8,6 +8,8 @@
 
 #include <cstring>
 #include <memory>
+#include <string>
+#include <string_view>
 
 namespace cnn::data {
 
@@ -143,7 +145,16 @@ Image decode_with_stb(const uint8_t* bytes, size_t size, const DecodeOptions& op
   };
   std::unique_ptr<stbi_uc, StbFree> pixels(stbi_load_from_memory(bytes, static_cast<int>(size), &width, &height,
                                                                   &channels_in_file, options.channels));
-  if (!pixels) throw CorruptImageError(name + ": not a readable image (" + stbi_failure_reason() + ")");
+  if (!pixels) {
+    // stb_image gives no reason for some truncations (a PNG that ends after a whole chunk).
+    const char* reason = stbi_failure_reason();
+    const bool png_without_end =
+        is_png(bytes, size) && std::string_view(reinterpret_cast<const char*>(bytes), size).find("IEND") == std::string_view::npos;
+    const std::string why = reason && *reason ? reason
+                            : png_without_end ? "the PNG ends before its IEND chunk: the file is truncated"
+                                              : "the decoder gave no reason: the file is damaged or truncated";
+    throw CorruptImageError(name + ": not a readable image (" + why + ")");
+  }
   // stb_image accepts a BMP of height 0; an image without pixels is nothing to train on.
   if (width == 0 || height == 0)
     throw CorruptImageError(name + ": the image is empty (" + std::to_string(width) + " x " + std::to_string(height) +

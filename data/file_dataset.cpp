@@ -229,6 +229,7 @@ std::shared_ptr<FileDataset> open_list_file(const std::string& path, const ListF
   bool seen_first_line = false;
   for (std::string line; std::getline(in, line);) {
     ++line_number;
+    if (line_number == 1 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);  // a UTF-8 byte-order mark
     if (!line.empty() && line.back() == '\r') line.pop_back();
     const std::string stripped = trim(line);
     if (stripped.empty() || stripped[0] == '#') continue;

@@ -43,6 +43,8 @@ DatasetPtr open_dataset(const std::string& spec, const LogFn& log) {
   }
   std::error_code ec;
   if (std::filesystem::is_directory(spec, ec)) return open_image_folder(spec, log);
+  CNN_CHECK(std::filesystem::exists(std::filesystem::symlink_status(spec, ec)), "dataset '", spec,
+            "' does not exist; check the path (a folder, a list file or a packed .h5 file)");
   const std::string ext = std::filesystem::path(spec).extension().string();
   if (ext == ".h5" || ext == ".hdf5") return std::make_shared<PackedDataset>(spec);
   if (ext == ".csv" || ext == ".txt" || ext == ".lst") return open_list_file(spec);

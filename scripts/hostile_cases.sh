@@ -80,6 +80,11 @@ for c in ("ok", "two\nlines"):
     os.makedirs(f"{work}/nlfolder/{c}", exist_ok=True)
     png(f"{work}/nlfolder/{c}/0.png", 40, 40)
 open(f"{work}/nul.ini", "wb").write(open("configs/fashion_mnist.ini", "rb").read().replace(b"name = compact_cnn", b"name = compact_cnn\0junk", 1))
+open(f"{work}/bom.csv", "wb").write(b"\xef\xbb\xbf" + "".join(f"folder/{c}/{i}.png,{c}\n" for c in ("cat", "dog") for i in range(8)).encode())
+os.makedirs(f"{work}/cutpng/a", exist_ok=True)
+png(f"{work}/cutpng/a/whole.png", 40, 40)
+whole = open(f"{work}/cutpng/a/whole.png", "rb").read()
+open(f"{work}/cutpng/a/cut.png", "wb").write(whole[:-12])
 open(f"{work}/long.ini", "w").write("[model]\n; " + "x" * 5000 + "\nname = compact_cnn\n")
 open(f"{work}/spaces.ini", "w").write(open("configs/fashion_mnist.ini").read().replace("[model]", "[ model ]"))
 open(f"{work}/bom.ini", "wb").write(b"\xef\xbb\xbf" + open("configs/fashion_mnist.ini", "rb").read())
@@ -121,6 +126,9 @@ case_row "cnn_report on a folder that is not a run" 1 "not a run folder" "$bin/c
 case_row "cnn_pack interrupted by SIGINT leaves no OUT.h5.tmp" 1 "stopped by a signal" "$bin/cnn_pack fashion-mnist:$fashion:train $work/int.h5 --size 64 & p=\$!; sleep 1; kill -INT \$p; wait \$p; rc=\$?; test ! -e $work/int.h5.tmp && exit \$rc"
 case_row "a class folder named with a line break" 1 "holds a line break" "$train $folder --set data.path=$work/nlfolder"
 case_row "a NUL byte in a config value" 1 "a NUL byte" "$bin/cnn_train $work/nul.ini --set run.dir=$work/runs"
+case_row "a list file with a UTF-8 byte-order mark" 0 "" "$train $folder --set data.path=$work/bom.csv"
+case_row "a dataset path that does not exist" 1 "does not exist" "$train --set data.path=$work/no_such_folder --set data.format=folder --set data.val_path="
+case_row "cnn_pack --check of a PNG cut before IEND" 1 "ends before its IEND" "$bin/cnn_pack --check $work/cutpng"
 case_row "format = packed pointed at a folder" 1 "folder|directory" "$train --set data.format=packed --set data.path=$work/folder --set data.val_path="
 case_row "cnn_infer --topk 0" 105 "at least 1|>= 1|whole number" "$bin/cnn_infer --checkpoint x.h5 --topk 0 y.png"
 

@@ -11,6 +11,7 @@
 #include "data/encode.h"
 #include "data/file_dataset.h"
 #include "data/idx.h"
+#include "data/open_dataset.h"
 #include "data/packed_dataset.h"
 #include "fixtures.h"
 
@@ -355,4 +356,19 @@ TEST_CASE("a class name holding a line break is refused, naming it") {
   dir.write("cls/two\nlines/b.png", encode_image(test::smooth_image(8, 8, 3), ImageFormat::png));
   CHECK_THROWS_WITH_AS(open_image_folder((dir.path() / "cls").string()),
                        doctest::Contains("the class name 'two\nlines' holds a line break"), Error);
+}
+
+// A list file saved with a byte-order mark reported its first image as missing; a dataset path that
+// does not exist was answered with "cannot tell what dataset ... is".
+TEST_CASE("a list file with a UTF-8 byte-order mark reads its first row; a missing dataset path says it does not exist") {
+  TempDir dir;
+  dir.write("a.png", encode_image(test::smooth_image(8, 8, 3), ImageFormat::png));
+  dir.write("b.png", encode_image(test::smooth_image(8, 8, 3, 1), ImageFormat::png));
+  const std::string list = dir.write_text("list.csv", "\xEF\xBB\xBF" "a.png,cat\nb.png,dog\n");
+  const auto ds = open_list_file(list);
+  REQUIRE(ds->size() == 2);
+  CHECK(ds->source(0) == (dir.path() / "a.png").string());
+  CHECK(ds->class_names() == std::vector<std::string>{"cat", "dog"});
+  CHECK_THROWS_WITH_AS(open_dataset((dir.path() / "no_such_data").string()), doctest::Contains("no_such_data' does not exist"),
+                       Error);
 }

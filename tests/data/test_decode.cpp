@@ -172,3 +172,12 @@ TEST_CASE("unreadable files: missing, a folder, zero bytes") {
   const std::string empty = dir.write("zero.png", {});
   CHECK(read_file_bytes(empty).empty());
 }
+
+// A PNG cut after a whole chunk was reported as "not a readable image ()": stb_image gives no reason.
+TEST_CASE("a PNG cut after a whole chunk says it ends before IEND, never an empty reason") {
+  const std::vector<uint8_t> png = encode_image(smooth_image(16, 16, 3), ImageFormat::png);
+  const std::vector<uint8_t> without_end(png.begin(), png.end() - 12);  // the IEND chunk removed
+  const std::string message = corrupt_message(without_end);
+  CHECK(message.find("the PNG ends before its IEND chunk") != std::string::npos);
+  CHECK(message.find("()") == std::string::npos);
+}

@@ -1,6 +1,8 @@
 // Checkpoints as HDF5 tensor files: prefixes for the groups of tensors, attributes for the rest.
 #include "train/checkpoint.h"
 
+#include "data/packed_dataset.h"
+
 #include "engine/error.h"
 #include "engine/io/hdf5.h"
 
@@ -57,8 +59,27 @@ void save_checkpoint(const std::filesystem::path& path, const TrainingState& sta
   io::save_hdf5(path, file);
 }
 
+namespace {
+// The file's tensors; a packed dataset given where a checkpoint belongs is named as such (its
+// class-name strings would otherwise be reported as an element type no tensor holds).
+io::TensorFile load_checkpoint_file(const std::filesystem::path& path) {
+  try {
+    return io::load_hdf5(path);
+  } catch (const Error&) {
+    bool packed = false;
+    try {
+      packed = data::PackedDataset(path.string()).size() >= 0;
+    } catch (const std::exception&) {
+    }
+    if (!packed) throw;
+    throw Error(path.string() + " is a dataset packed by cnn_pack, not a checkpoint; give a run's best.h5 or last.h5 "
+                "(the packed file is data: [data] path, or the images to predict)");
+  }
+}
+}  // namespace
+
 TrainingState load_checkpoint(const std::filesystem::path& path) {
-  const io::TensorFile file = io::load_hdf5(path);
+  const io::TensorFile file = load_checkpoint_file(path);
   CNN_CHECK(file.has("format") && file.text("format") == kFormat, file.source,
             " is not a training checkpoint (no format = \"", kFormat,
             "\" attribute); to start from weights only, use [model] pretrained");

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <fstream>
 
+#include "data/array_dataset.h"
+#include "data/packed_dataset.h"
 #include "engine/cnn.h"
 #include "engine/io/atomic_file.h"
 #include "engine/io/hdf5.h"
@@ -93,4 +95,16 @@ TEST_CASE("checkpoint: files that are not checkpoints are refused, a failed save
 TEST_CASE("checkpoint naming: last.h5 and best.h5") {
   CHECK(last_checkpoint_path("runs/r50") == std::filesystem::path("runs/r50/last.h5"));
   CHECK(best_checkpoint_path("runs/r50") == std::filesystem::path("runs/r50/best.h5"));
+}
+
+// cnn_infer --checkpoint packed.h5 answered with an HDF5 element type no tensor holds.
+TEST_CASE("checkpoint: a packed dataset given as a checkpoint is named as one") {
+  const io_test::ScratchDir dir("checkpoint_packed");
+  const auto images = Tensor::zeros({3, 4, 4, 1}, DType::u8);
+  const data::ArrayDataset array(images, {0, 1, 1}, {"a", "b"}, "tiny");
+  data::PackOptions quiet;
+  quiet.log = [](const std::string&) {};
+  const std::string packed = (dir / "packed.h5").string();
+  REQUIRE(data::pack_dataset(array, packed, quiet).written == 3);
+  CHECK_THROWS_WITH_AS(load_checkpoint(packed), doctest::Contains("is a dataset packed by cnn_pack, not a checkpoint"), Error);
 }

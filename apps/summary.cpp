@@ -42,6 +42,10 @@ std::array<int64_t, 3> parse_input(const std::string& text) {
     CNN_CHECK(hwc[i] >= 1 && hwc[i] <= kLargest, "--input '", text, "': ", "HWC"[i], " = ", digits,
               " is out of range; each size must be between 1 and ", kLargest);
   }
+  // PyTorch users write channels first (3x160x160): read as HxWxC that is 3 rows of 160 channels.
+  CNN_CHECK(!(hwc[0] <= 4 && hwc[2] > 4), "--input '", text, "' reads as H = ", hwc[0], ", W = ", hwc[1], ", C = ", hwc[2],
+            "; cnn takes HxWxC (height, width, channels: NHWC), so ", hwc[0], " channels of ", hwc[1], "x", hwc[2], " are ",
+            hwc[1], "x", hwc[2], "x", hwc[0]);
   return hwc;
 }
 

@@ -58,8 +58,9 @@ Box RandomResizedCrop::sample_box(int image_h, int image_w, SampleRng& rng) cons
   }
   const double in_ratio = static_cast<double>(image_w) / image_h;
   int w = image_w, h = image_h;
-  if (in_ratio < ratio_[0]) h = round_half_even(w / ratio_[0]);
-  else if (in_ratio > ratio_[1]) w = round_half_even(h * ratio_[1]);
+  // At least one pixel: an extreme ratio (50:1 of a 28x28 image) would round the box to nothing.
+  if (in_ratio < ratio_[0]) h = std::max(1, round_half_even(w / ratio_[0]));
+  else if (in_ratio > ratio_[1]) w = std::max(1, round_half_even(h * ratio_[1]));
   return {(image_h - h) / 2, (image_w - w) / 2, h, w};
 }
 

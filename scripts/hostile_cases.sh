@@ -131,6 +131,9 @@ case_row "a dataset path that does not exist" 1 "does not exist" "$train --set d
 case_row "cnn_pack --check of a PNG cut before IEND" 1 "ends before its IEND" "$bin/cnn_pack --check $work/cutpng"
 case_row "cnn_infer --checkpoint of a packed dataset" 1 "packed by cnn_pack, not a checkpoint" "$bin/cnn_pack $work/folder $work/asckpt.h5 --size 16 && $bin/cnn_infer --checkpoint $work/asckpt.h5 $work/folder/cat/0.png"
 case_row "cnn_summary --input 3x160x160 (channels first)" 1 "so 3 channels of 160x160 are 160x160x3" "$bin/cnn_summary resnet18 --input 3x160x160"
+case_row "crop ratios 50/100 (a box rounded to nothing)" 0 "" "$train --set augment.random_resized_crop=true --set augment.ratio_min=50 --set augment.ratio_max=100 --set train.max_steps=3"
+case_row "crop ratios 2/0.5 (crossed)" 1 "ratio_min = 2 is above ratio_max = 0.5" "$train --set augment.ratio_min=2 --set augment.ratio_max=0.5"
+case_row "image_size = 1024 with crop_pct = 0.1" 1 "beyond the limit" "$train --set data.image_size=1024 --set data.crop_pct=0.1"
 case_row "format = packed pointed at a folder" 1 "folder|directory" "$train --set data.format=packed --set data.path=$work/folder --set data.val_path="
 case_row "cnn_infer --topk 0" 105 "at least 1|>= 1|whole number" "$bin/cnn_infer --checkpoint x.h5 --topk 0 y.png"
 

@@ -23,7 +23,14 @@ data::Normalize normalize_of(const Config& c, int channels) {
 
 data::Pipeline eval_pipeline(const Config& c, int channels, double scale) {
   const int size = static_cast<int>(c.integer("data.image_size"));
-  const int resize = static_cast<int>(std::floor(scale * size / c.real("data.crop_pct")));
+  const double shorter = std::floor(scale * size / c.real("data.crop_pct"));
+  // Checked here, not found image by image: every resized image would exceed the pixel limit.
+  CNN_CHECK(shorter * shorter <= static_cast<double>(data::kDefaultMaxImagePixels), c.origin("data.crop_pct"),
+            ": [data] image_size ", size, " / crop_pct ", c.real("data.crop_pct"), scale != 1.0 ? " (at a test-time scale)" : "",
+            " resizes every evaluated image to a shorter side of ", static_cast<int64_t>(shorter), ", at least ",
+            static_cast<int64_t>(shorter * shorter),
+            " pixels, beyond the limit of ", data::kDefaultMaxImagePixels, "; raise crop_pct (0.875 is usual) or lower image_size");
+  const int resize = static_cast<int>(shorter);
   std::vector<data::TransformPtr> t = {std::make_shared<data::Resize>(resize), std::make_shared<data::CenterCrop>(size, size)};
   return data::Pipeline(t, size, size, channels, normalize_of(c, channels));
 }

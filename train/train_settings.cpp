@@ -129,6 +129,9 @@ DataSettings data_settings(const Config& config, const ComputeSettings& compute,
 }
 
 AugmentSettings augment_settings(const Config& config) {
+  CNN_CHECK(config.real("augment.ratio_min") <= config.real("augment.ratio_max"), config.origin("augment.ratio_min"),
+            ": [augment] ratio_min = ", config.real("augment.ratio_min"), " is above ratio_max = ", config.real("augment.ratio_max"),
+            " (", config.origin("augment.ratio_max"), "); the aspect ratios are the range [ratio_min, ratio_max]");
   return {.on_device = config.boolean("augment.on_gpu"),
           .random_resized_crop = config.boolean("augment.random_resized_crop"),
           .scale_min = config.real("augment.scale_min"),

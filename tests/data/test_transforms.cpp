@@ -312,3 +312,17 @@ TEST_CASE("RandomResizedCrop with a flip probability equals RandomResizedCrop th
   CHECK(mirrored > 5);  // both branches were exercised
   CHECK(mirrored < 35);
 }
+
+// ratio (50, 100) on a 28x28 image: every try fails and the centre-crop fallback rounded its height
+// to 0, so the image was reported as unreadable ("empty box 0x16").
+TEST_CASE("RandomResizedCrop with extreme ratios falls back to a box of at least one pixel") {
+  for (const std::array<double, 2> ratio : {std::array<double, 2>{50, 100}, std::array<double, 2>{0.001, 0.002}}) {
+    const RandomResizedCrop rrc(16, 16, {0.08, 1.0}, ratio);
+    for (uint64_t i = 0; i < 50; ++i) {
+      SampleRng rng(1, 0, i);
+      const Image out = rrc.apply(pattern_image(28, 28, 1), rng);
+      CHECK(out.height == 16);
+      CHECK(out.width == 16);
+    }
+  }
+}

@@ -168,3 +168,17 @@ TEST_CASE("settings: [optim] head follows the model by default, and a name that 
   CHECK(message.find("'nosuch' matches no parameter") != std::string::npos);
   CHECK(message.find("the model's head is 'classifier'") != std::string::npos);
 }
+
+// image_size 1024 with crop_pct 0.1 marked every validation image unreadable (each resized past the
+// pixel limit) and advised cnn_pack --check; ratio_min above ratio_max was refused without file:line.
+TEST_CASE("settings: a validation resize past the pixel limit and crossed crop ratios are refused at start with file:line") {
+  const std::string text = "[model]\nname = mlp\nnum_classes = 4\nin_channels = 1\n[data]\nformat = idx\npath = /x\nval_path = /y\n"
+                           "[train]\ndevice = cpu\n";
+  const std::string huge =
+      error_message([&] { from_config(Config::parse(text + "[data]\nimage_size = 1024\ncrop_pct = 0.1\n", "crop.ini")); });
+  CHECK(huge.find("crop.ini:13: [data] image_size 1024 / crop_pct 0.1 resizes every evaluated image to a shorter side of 10240") !=
+        std::string::npos);
+  const std::string crossed =
+      error_message([&] { from_config(Config::parse(text + "[augment]\nratio_min = 2\nratio_max = 0.5\n", "crop.ini")); });
+  CHECK(crossed.find("crop.ini:12: [augment] ratio_min = 2 is above ratio_max = 0.5 (crop.ini:13)") != std::string::npos);
+}

@@ -137,6 +137,12 @@ case_row "image_size = 1024 with crop_pct = 0.1" 1 "beyond the limit" "$train --
 case_row "format = packed pointed at a folder" 1 "folder|directory" "$train --set data.format=packed --set data.path=$work/folder --set data.val_path="
 case_row "cnn_infer --topk 0" 105 "at least 1|>= 1|whole number" "$bin/cnn_infer --checkpoint x.h5 --topk 0 y.png"
 
+# Pretrained weights of another model (the compact CNN's into the MLP).
+$train --set train.max_steps=2 --set run.name=weights >/dev/null 2>&1
+weights=$(ls -d "$work"/runs/*_weights)/model.safetensors
+case_row "pretrained weights of another model" 1 "does not fit mlp outside its head" "$train --set model.name=mlp --set model.pretrained=$weights --set train.max_steps=2"
+case_row "the same with pretrained_strict = false" 0 "" "$train --set model.name=mlp --set model.pretrained=$weights --set model.pretrained_strict=false --set train.max_steps=2"
+
 # Checkpoints: a short run, then damaged copies.
 $train --set train.max_steps=5 --set run.name=ckpt >/dev/null 2>&1
 ckpt=$(ls -d "$work"/runs/*_ckpt)/last.h5

@@ -16,12 +16,38 @@
 namespace cnn::train {
 
 namespace {
+std::string own_head_prefix(Module& model);
+
+// [model] pretrained_strict: with a fresh head (pretrained_head = false) the head's tensors may be
+// missing, unexpected or of another shape (a new class count); any other difference means the file
+// was written for another model (resnet18 weights into a resnet34), which used to train with one
+// log line. Refused, listing what differs.
+void refuse_partial_load(const WeightsReport& report, Module& model, const ModelSettings& wanted) {
+  const std::string head = own_head_prefix(model);
+  const auto outside_head = [&](const std::vector<std::string>& names) {
+    std::vector<std::string> out;
+    for (const std::string& entry : names)
+      if (!has_name_prefix(entry.substr(0, entry.find(':')), head)) out.push_back(entry);
+    return out;
+  };
+  WeightsReport rest;
+  rest.loaded = report.loaded;
+  rest.missing = outside_head(report.missing);
+  rest.unexpected = outside_head(report.unexpected);
+  rest.mismatched = outside_head(report.mismatched);
+  CNN_CHECK(rest.complete(), wanted.pretrained_origin, ": [model] pretrained = ", wanted.pretrained, " does not fit ", wanted.name,
+            " outside its head ('", head, "'): ", rest.summary(),
+            ". The file was written for another model: check [model] name, or set [model] pretrained_strict = false to load "
+            "what matches");
+}
+
 std::unique_ptr<Module> build_model(const TrainSettings& settings, RunLog& log) {
   const ModelSettings& wanted = settings.model;
   std::unique_ptr<Module> model = make_model(wanted.name, static_cast<int>(settings.data.classes), settings.data.channels,
                                              settings.compute.seed, wanted.options);
   if (!wanted.pretrained.empty()) {
     const WeightsReport report = load_weights(*model, wanted.pretrained, !wanted.pretrained_head);
+    if (wanted.pretrained_strict && !wanted.pretrained_head) refuse_partial_load(report, *model, wanted);
     log.info("pretrained weights " + wanted.pretrained + ": " + report.summary());
   }
   model->to(settings.compute.device);

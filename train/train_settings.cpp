@@ -152,6 +152,8 @@ ModelSettings model_settings(const Config& config) {
                       .zero_init_residual = config.boolean("model.zero_init_residual")},
           .pretrained = config.text("model.pretrained"),
           .pretrained_head = config.boolean("model.pretrained_head"),
+          .pretrained_strict = config.boolean("model.pretrained_strict"),
+          .pretrained_origin = config.origin("model.pretrained"),
           .gradient_checkpointing = config.text("train.checkpointing") == "blocks",
           .sync_bn = config.boolean("model.sync_bn")};
 }

@@ -89,6 +89,8 @@ struct ModelSettings {
   ModelOptions options;
   std::string pretrained;  // "" : random initialisation
   bool pretrained_head = false;
+  bool pretrained_strict = true;  // every tensor but the head's must be in the file, and nothing else
+  std::string pretrained_origin;  // where [model] pretrained was set, for messages
   bool gradient_checkpointing = false;  // train.checkpointing = blocks
   bool sync_bn = false;                 // data-parallel: BatchNorm over the global batch
 };

@@ -6,6 +6,9 @@
 #include <sstream>
 
 #include "engine/cuda_context.h"
+#include "engine/test_io_support.h"
+#include "layers/registry.h"
+#include "layers/weights.h"
 #include "train/config/config.h"
 #include "train/learner.h"
 #include "train/log/console.h"
@@ -181,4 +184,30 @@ TEST_CASE("settings: a validation resize past the pixel limit and crossed crop r
   const std::string crossed =
       error_message([&] { from_config(Config::parse(text + "[augment]\nratio_min = 2\nratio_max = 0.5\n", "crop.ini")); });
   CHECK(crossed.find("crop.ini:12: [augment] ratio_min = 2 is above ratio_max = 0.5 (crop.ini:13)") != std::string::npos);
+}
+
+// resnet18 weights loaded into a resnet34 used to train with one log line ("96 missing from the file").
+TEST_CASE("settings: pretrained weights load strictly outside the head; pretrained_strict = false loads what matches") {
+  const io_test::ScratchDir dir("pretrained_strict");
+  const std::string weights = (dir / "resnet18.safetensors").string();
+  {
+    std::unique_ptr<Module> source = make_model("resnet18", 1000, 3, 1);
+    save_weights(*source, weights);
+  }
+  const auto learner_of = [&](const std::string& model, const std::string& extra) {
+    const std::string text = "[model]\nname = " + model + "\nnum_classes = 5\nin_channels = 3\npretrained = " + weights + "\n" + extra +
+                             "[data]\nformat = idx\npath = /x\nimage_size = 32\n[train]\ndevice = cpu\n";
+    std::ostringstream quiet;
+    Console console(quiet, LogLevel::quiet, ProgressMode::lines, false);
+    RunLog log(console, {});
+    return build_learner(from_config(Config::parse(text, "pre.ini")), 4, log);
+  };
+  // The same model with a fresh 5-class head: the head's 1000-class tensors are the exception.
+  CHECK_NOTHROW(learner_of("resnet18", ""));
+  const std::string message = error_message([&] { learner_of("resnet34", ""); });
+  CHECK(message.find("pre.ini:5: [model] pretrained = " + weights + " does not fit resnet34 outside its head ('fc')") !=
+        std::string::npos);
+  CHECK(message.find("missing from the file: layer1.2.") != std::string::npos);
+  CHECK(message.find("pretrained_strict = false") != std::string::npos);
+  CHECK_NOTHROW(learner_of("resnet34", "pretrained_strict = false\n"));
 }

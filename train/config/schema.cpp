@@ -54,6 +54,7 @@ std::vector<KeySpec> build_schema() {
       text("model", "name", "resnet50", "architecture from the model zoo (resnet18/34/50/101/152, vgg, efficientnet, small CNNs)"),
       integer("model", "num_classes", "1000", between(1, 1e6), "number of output classes of the classifier head"),
       text("model", "pretrained", "", "weights to start from (.safetensors or .h5); empty: random initialisation"),
+      boolean("model", "pretrained_strict", "true", "refuse pretrained weights that lack a tensor of the model, hold one it does not have, or hold one of another shape (the head excepted unless pretrained_head); false: load what matches and list the rest"),
       boolean("model", "pretrained_head", "false", "also load the classifier head from `pretrained` (false: fresh head, for fine-tuning on new classes)"),
       integer("model", "in_channels", "3", between(1, 64), "channels of the input images"),
       optional_real("model", "dropout", unit_open_top(),

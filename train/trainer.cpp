@@ -273,6 +273,11 @@ TrainSummary run_on_this_rank(const Config& config, const TrainSettings& given, 
   // Everything that can refuse the resume comes before config.ini and classes.txt are written.
   if (saved) check_resume_keys(*saved, folder.resume_from, given, log);
   TrainingData data = open_training_data(given, log);
+  if (data_parallel.active()) {
+    check_same_data_on_every_rank(data_parallel.comm(), *data.train_set, given.data.train_spec);
+    if (data.validation_loader)
+      check_same_data_on_every_rank(data_parallel.comm(), data.validation_loader->dataset(), given.data.validation_spec);
+  }
   // [model] num_classes left out: the rest of the run, config.ini included, has the data's count.
   std::optional<TrainSettings> with_data_classes;
   if (data.classes != given.data.classes) {

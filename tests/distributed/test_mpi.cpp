@@ -20,6 +20,7 @@
 #include <csignal>
 #include <thread>
 
+#include "data/array_dataset.h"
 #include "engine/cnn.h"
 #include "engine/distributed/communicator.h"
 #include "layers/batch_norm.h"
@@ -161,6 +162,28 @@ TEST_CASE("mpi: the ranks refuse different configs") {
   CHECK_NOTHROW(train::check_same_on_every_rank(*comm, "same", "config"));
   CHECK_THROWS_WITH_AS(train::check_same_on_every_rank(*comm, comm->rank() == 0 ? "a" : "b", "config"),
                        doctest::Contains("rank(s) 1 differ from rank 0"), Error);
+}
+
+// Ranks started in other folders (mpirun -wdir a : -wdir b) read other data at the same relative
+// path: a crash at the first collective, or, with the same image count, a silent run.
+TEST_CASE("mpi: the ranks refuse to train on different data, naming both ranks' views") {
+  auto comm = world_comm();
+  const Tensor images = Tensor::zeros({4, 2, 2, 1}, DType::u8);
+  const data::ArrayDataset same(images, {0, 1, 0, 1}, {"a", "b"}, "data");
+  CHECK_NOTHROW(train::check_same_data_on_every_rank(*comm, same, "data/train"));
+  const data::ArrayDataset mine(images, {0, 1, 0, 1}, comm->rank() == 0 ? std::vector<std::string>{"a", "b"}
+                                                                          : std::vector<std::string>{"x", "y"}, "data");
+  const std::string message = [&] {
+    try {
+      train::check_same_data_on_every_rank(*comm, mine, "data/train");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  }();
+  CHECK(message.find("the ranks do not see the same data at data/train: rank 0 sees 4 images, 2 classes [a, b]") !=
+        std::string::npos);
+  if (comm->rank() == 1) CHECK(message.find("rank 1 sees 4 images, 2 classes [x, y]") != std::string::npos);
 }
 
 TEST_CASE("mpi: SyncBN over unequal batches equals batch norm over the whole batch, forward and backward") {

@@ -70,4 +70,25 @@ void check_same_on_every_rank(distributed::Communicator& comm, const std::string
             "launch every rank with the same config file and the same --set options");
 }
 
+void check_same_data_on_every_rank(distributed::Communicator& comm, const data::Dataset& dataset, const std::string& spec) {
+  if (comm.world_size() == 1) return;
+  std::string names, files;
+  for (size_t i = 0; i < dataset.class_names().size(); ++i)
+    if (i < 8) names += (i ? ", " : "") + dataset.class_names()[i];
+  if (dataset.class_names().size() > 8) names += ", ...";
+  for (int64_t i = 0; i < dataset.size(); ++i) files += dataset.source(i) + '\n';
+  std::ostringstream mine;
+  mine << dataset.size() << " images, " << dataset.num_classes() << " classes [" << names << "], file list fingerprint "
+       << std::hex << static_cast<uint64_t>(fingerprint_hash(files));
+  const std::string first = distributed::broadcast_text(comm, mine.str());
+  const std::string reason = "the ranks do not see the same data at " + spec + ": rank 0 sees " + first +
+                             (mine.str() == first ? "" : "; rank " + std::to_string(comm.rank()) + " sees " + mine.str());
+  // Every rank learns whether all agree (one collective), so that every rank stops.
+  try {
+    check_same_on_every_rank(comm, mine.str(), "data");
+  } catch (const Error&) {
+    throw Error(reason + "; start every rank in the same folder, or give absolute paths");
+  }
+}
+
 }  // namespace cnn::train

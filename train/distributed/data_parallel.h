@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "data/dataset.h"
 #include "engine/distributed/communicator.h"
 #include "layers/module.h"
 #include "train/distributed/gradient_reducer.h"
@@ -53,5 +54,10 @@ class DataParallel {
 void broadcast_model(distributed::Communicator& comm, Module& model);
 // A cnn::Error on every rank when some rank's `fingerprint` differs from rank 0's, naming the ranks.
 void check_same_on_every_rank(distributed::Communicator& comm, const std::string& fingerprint, const std::string& what);
+
+// A cnn::Error on every rank when some rank sees other data at `spec` than rank 0 (ranks started
+// in other folders: `mpirun -wdir a : -wdir b`): the image count, the class names and a
+// fingerprint of the file list are compared; a differing rank's message gives both ranks' values.
+void check_same_data_on_every_rank(distributed::Communicator& comm, const data::Dataset& dataset, const std::string& spec);
 
 }  // namespace cnn::train

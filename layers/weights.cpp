@@ -7,6 +7,7 @@
 
 #include "engine/io/hdf5.h"
 #include "engine/io/safetensors.h"
+#include "engine/names_in_words.h"
 #include "engine/tape.h"
 
 namespace cnn {
@@ -76,12 +77,7 @@ ShapeMismatch describe_mismatch(const std::string& name, const Shape& file, cons
   return m;
 }
 
-std::string first_few(const std::vector<std::string>& names) {
-  std::string s;
-  for (size_t i = 0; i < names.size() && i < 5; ++i) s += (i ? ", " : "") + names[i];
-  if (names.size() > 5) s += ", ... (" + std::to_string(names.size()) + " in all)";
-  return s;
-}
+std::string first_few(const std::vector<std::string>& names) { return names_in_words(names, 5); }
 }  // namespace
 
 Tensor nchw_to_nhwc(const Tensor& t) { return permute4(t, true); }

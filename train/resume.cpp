@@ -1,4 +1,5 @@
 // The checks of a resumed run (see resume.h).
+#include "engine/names_in_words.h"
 #include "train/resume.h"
 
 #include <cmath>
@@ -6,6 +7,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/names_in_words.h"
 #include "train/checkpoint.h"
 #include "train/config/config.h"
 #include "train/run_log.h"
@@ -22,13 +24,8 @@ std::string key_in_words(const std::string& name) {
   return words;
 }
 
-// "[a, b, c]", the first `shown` names of a list and how many more.
-std::string list_in_words(const std::vector<std::string>& names, size_t shown = 8) {
-  std::string text = "[";
-  for (size_t i = 0; i < names.size() && i < shown; ++i) text += (i ? ", " : "") + names[i];
-  if (names.size() > shown) text += ", ... " + std::to_string(names.size() - shown) + " more";
-  return text + "]";
-}
+// "[a, b, c]"
+std::string list_in_words(const std::vector<std::string>& names) { return "[" + names_in_words(names) + "]"; }
 }  // namespace
 
 int64_t steps_on_ranks(int64_t step, int64_t from_ranks, int64_t to_ranks) {

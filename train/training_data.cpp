@@ -1,4 +1,5 @@
 // Opening the training and validation data (see training_data.h).
+#include "engine/names_in_words.h"
 #include "train/training_data.h"
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include "data/relabelled_dataset.h"
 #include "data/transforms.h"
 #include "engine/error.h"
+#include "engine/names_in_words.h"
 #include "train/run_log.h"
 #include "train/train_settings.h"
 
@@ -73,14 +75,6 @@ Tensor TrainingData::images_on_device(const data::Batch& batch, const Device& de
 }
 
 namespace {
-// "a, b, c" of the first 8 names, and how many more.
-std::string names_in_words(const std::vector<std::string>& names) {
-  std::string text;
-  for (size_t i = 0; i < names.size() && i < 8; ++i) text += (i ? ", " : "") + names[i];
-  if (names.size() > 8) text += ", ... " + std::to_string(names.size() - 8) + " more";
-  return text;
-}
-
 // The validation set scored on the training set's class indices. When both sets name their classes
 // (class folders, list or packed files with names), validation classes are matched to training
 // classes by name: a subset, or another order, is mapped; a name the training set lacks is refused;

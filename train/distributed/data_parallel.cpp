@@ -1,10 +1,12 @@
 // The data-parallel side of a training run (see data_parallel.h).
+#include "engine/names_in_words.h"
 #include "train/distributed/data_parallel.h"
 
 #include <cstdint>
 #include <sstream>
 
 #include "engine/error.h"
+#include "engine/names_in_words.h"
 #include "engine/ops.h"
 #include "layers/batch_norm.h"
 #include "train/run_log.h"
@@ -72,13 +74,10 @@ void check_same_on_every_rank(distributed::Communicator& comm, const std::string
 
 void check_same_data_on_every_rank(distributed::Communicator& comm, const data::Dataset& dataset, const std::string& spec) {
   if (comm.world_size() == 1) return;
-  std::string names, files;
-  for (size_t i = 0; i < dataset.class_names().size(); ++i)
-    if (i < 8) names += (i ? ", " : "") + dataset.class_names()[i];
-  if (dataset.class_names().size() > 8) names += ", ...";
+  std::string files;
   for (int64_t i = 0; i < dataset.size(); ++i) files += dataset.source(i) + '\n';
   std::ostringstream mine;
-  mine << dataset.size() << " images, " << dataset.num_classes() << " classes [" << names << "], file list fingerprint "
+  mine << dataset.size() << " images, " << dataset.num_classes() << " classes [" << names_in_words(dataset.class_names()) << "], file list fingerprint "
        << std::hex << static_cast<uint64_t>(fingerprint_hash(files));
   const std::string first = distributed::broadcast_text(comm, mine.str());
   const std::string reason = "the ranks do not see the same data at " + spec + ": rank 0 sees " + first +

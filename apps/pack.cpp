@@ -59,6 +59,12 @@ int main(int argc, char** argv) {
 
   try {
     const auto started = std::chrono::steady_clock::now();
+    // From the start, when packing: a Ctrl-C while a large dataset is opened stops the pack at its
+    // first batch (--check keeps the default: it writes nothing, so it just ends).
+    if (!check_only) {
+      std::signal(SIGINT, on_stop_signal);
+      std::signal(SIGTERM, on_stop_signal);
+    }
     const cnn::data::DatasetPtr dataset = cnn::data::open_dataset(source);
     if (check_only) {
       const auto bad = cnn::data::check_dataset(*dataset, options.workers, options.max_image_pixels);
@@ -71,8 +77,6 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "cnn_pack: give the output file (or --check to only scan)\n");
       return 2;
     }
-    std::signal(SIGINT, on_stop_signal);
-    std::signal(SIGTERM, on_stop_signal);
     options.stop_requested = [] { return g_stop != 0; };
     const auto report = cnn::data::pack_dataset(*dataset, output, options);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

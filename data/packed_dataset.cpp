@@ -164,8 +164,47 @@ std::vector<std::string> read_class_names(hid_t file, const std::string& path, u
   return names;
 }
 
+// An HDF5 element type in words: "32-bit floats", "16-bit signed integers", "strings".
+std::string type_in_words(hid_t type) {
+  const size_t bits = H5Tget_size(type) * 8;
+  switch (H5Tget_class(type)) {
+    case H5T_INTEGER:
+      return std::to_string(bits) + "-bit " + (H5Tget_sign(type) == H5T_SGN_NONE ? "unsigned" : "signed") + " integers";
+    case H5T_FLOAT: return std::to_string(bits) + "-bit floats";
+    case H5T_STRING: return "strings";
+    default: return "elements of HDF5 type class " + std::to_string(static_cast<int>(H5Tget_class(type)));
+  }
+}
+
+// Refuses a /labels or /offsets dataset that does not hold integers: HDF5 would convert floats to
+// int64 by truncating them, so float labels 0.9 would silently become class 0.
+void require_integers(hid_t set, const char* name, const std::string& path) {
+  H5 type(H5Dget_type(set), H5Tclose, path + ": " + name + "'s type");
+  const bool labels = std::string(name) == "labels";
+  CNN_CHECK(H5Tget_class(type.get()) == H5T_INTEGER, path, ": /", name, " holds ", type_in_words(type.get()), ", where ",
+            labels ? "labels are integer class indices (0 to classes - 1)" : "offsets are integer byte positions",
+            "; store them as integers (int64), or pack the images with cnn_pack");
+}
+
+// Refuses /images or /encoded that are not bytes: HDF5 would convert float32 pixels in [0, 1] to
+// uint8 0 or 1 (black images) and clamp int16 pixels to 0..255, without a word.
+void require_bytes(hid_t set, const char* name, const std::string& path) {
+  H5 type(H5Dget_type(set), H5Tclose, path + ": " + name + "'s type");
+  const bool bytes = H5Tget_class(type.get()) == H5T_INTEGER && H5Tget_size(type.get()) == 1 &&
+                     H5Tget_sign(type.get()) == H5T_SGN_NONE;
+  if (bytes) return;
+  if (std::string(name) == "images")
+    throw Error(path + ": /images holds " + type_in_words(type.get()) +
+                ", where a packed file holds 8-bit unsigned pixels (0 to 255); read as bytes they would become black or "
+                "clamped images. Scale and round them to 0..255 and store them as uint8 (images in [0, 1]: round(x * 255)), "
+                "or pack the source images with cnn_pack");
+  throw Error(path + ": /encoded holds " + type_in_words(type.get()) +
+              ", where it holds the encoded files' bytes (8-bit unsigned); the file is damaged, pack it again with cnn_pack");
+}
+
 std::vector<int64_t> read_i64(hid_t file, const char* name, const std::string& path, uint64_t file_bytes) {
   H5 set(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose, path + ": opening " + name);
+  require_integers(set.get(), name, path);
   std::vector<int64_t> values(elements_within(set.get(), sizeof(int64_t), name, path, file_bytes));
   if (!values.empty())
     check(H5Dread(set.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), path + ": reading " + name);
@@ -242,6 +281,7 @@ PackedDataset::PackedDataset(const std::string& path) : path_(path) {
   labels_ = read_i64(file.get(), "labels", path, file_bytes);
   class_names_ = read_class_names(file.get(), path, file_bytes);
   H5 data(H5Dopen2(file.get(), encoded_ ? "encoded" : "images", H5P_DEFAULT), H5Dclose, path + ": opening the images");
+  require_bytes(data.get(), encoded_ ? "encoded" : "images", path);
   if (encoded_) {
     const hsize_t encoded_bytes = elements_within(data.get(), 1, "encoded", path, file_bytes);
     offsets_ = read_i64(file.get(), "offsets", path, file_bytes);

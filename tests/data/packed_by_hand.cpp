@@ -35,7 +35,12 @@ void write_packed_by_hand(const std::string& path, const HandPackedFile& f) {
   CNN_CHECK(file >= 0, "creating ", path);
   string_attribute(file, "format", "cnn-pack-1");
   string_attribute(file, "storage", f.storage);
-  dataset(file, "labels", H5T_NATIVE_INT64, {f.labels.size()}, f.labels.data());
+  if (f.float_labels) {
+    const std::vector<float> labels(f.labels.begin(), f.labels.end());
+    dataset(file, "labels", H5T_NATIVE_FLOAT, {labels.size()}, labels.data());
+  } else {
+    dataset(file, "labels", H5T_NATIVE_INT64, {f.labels.size()}, f.labels.data());
+  }
   const hid_t text = H5Tcopy(H5T_C_S1);
   H5Tset_size(text, H5T_VARIABLE);
   std::vector<const char*> names;
@@ -43,8 +48,20 @@ void write_packed_by_hand(const std::string& path, const HandPackedFile& f) {
   dataset(file, "class_names", text, {names.size()}, f.class_names_written ? names.data() : nullptr);
   H5Tclose(text);
   const std::vector<int64_t> shape = f.data.shape().to_vector();
-  dataset(file, f.storage == "encoded" ? "encoded" : "images", H5T_NATIVE_UINT8, {shape.begin(), shape.end()},
-          f.data.data());
+  const std::vector<hsize_t> dims(shape.begin(), shape.end());
+  const char* data_name = f.storage == "encoded" ? "encoded" : "images";
+  const uint8_t* bytes = static_cast<const uint8_t*>(f.data.data());
+  if (f.pixel_type == "f32") {
+    std::vector<float> values(bytes, bytes + f.data.numel());
+    for (float& v : values) v /= 255.0f;
+    dataset(file, data_name, H5T_NATIVE_FLOAT, dims, values.data());
+  } else if (f.pixel_type == "i16") {
+    const std::vector<int16_t> values(bytes, bytes + f.data.numel());
+    dataset(file, data_name, H5T_NATIVE_INT16, dims, values.data());
+  } else {
+    CNN_CHECK(f.pixel_type == "u8", "pixel_type ", f.pixel_type);
+    dataset(file, data_name, H5T_NATIVE_UINT8, dims, f.data.data());
+  }
   if (!f.offsets.empty()) dataset(file, "offsets", H5T_NATIVE_INT64, {f.offsets.size()}, f.offsets.data());
   H5Fclose(file);
 }

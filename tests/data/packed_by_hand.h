@@ -17,6 +17,8 @@ struct HandPackedFile {
   bool class_names_written = true;        // false: the dataset is created, its names never written
   Tensor data;                            // u8: images [N, H, W, C], or the encoded files' bytes [total]
   std::vector<int64_t> offsets;           // encoded: N + 1 offsets into data
+  std::string pixel_type = "u8";          // the element type /images is stored as: u8, f32 (data / 255) or i16
+  bool float_labels = false;              // /labels stored as float32
 };
 
 void write_packed_by_hand(const std::string& path, const HandPackedFile& file);

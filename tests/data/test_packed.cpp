@@ -278,6 +278,34 @@ TEST_CASE("packed: damaged files are refused with a cnn::Error") {
         std::string::npos);
 }
 
+TEST_CASE("packed: images that are not bytes and labels that are not integers are refused, not converted") {
+  // HDF5 would convert float pixels in [0, 1] to 0 or 1 (black images), clamp int16 pixels to 0..255
+  // and truncate float labels; each is refused with what the file holds and what to do.
+  TempDir dir;
+  HandPackedFile file;
+  file.labels = {1, 0};
+  file.class_names = {"cat", "dog"};
+  file.data = Tensor::full({2, 4, 4, 3}, 200.0f, DType::u8);
+  const std::string path = (dir.path() / "packed.h5").string();
+  file.pixel_type = "f32";
+  write_packed_by_hand(path, file);
+  const std::string floats = error_message([&] { PackedDataset p(path); });
+  CHECK(floats.find("/images holds 32-bit floats, where a packed file holds 8-bit unsigned pixels (0 to 255)") != std::string::npos);
+  CHECK(floats.find("round(x * 255)") != std::string::npos);
+  file.pixel_type = "i16";
+  write_packed_by_hand(path, file);
+  CHECK(error_message([&] { PackedDataset p(path); }).find("/images holds 16-bit signed integers") != std::string::npos);
+  file.pixel_type = "u8";
+  file.float_labels = true;
+  write_packed_by_hand(path, file);
+  CHECK(error_message([&] { PackedDataset p(path); })
+            .find("/labels holds 32-bit floats, where labels are integer class indices (0 to classes - 1)") != std::string::npos);
+  file.float_labels = false;
+  write_packed_by_hand(path, file);
+  PackedDataset good(path);
+  CHECK(good.num_classes() == 2);
+}
+
 TEST_CASE("cnn_pack's pixel limit: a header claiming a huge size is skipped, the limit is an option, 0 lifts it") {
   // A 40 x 30 PNG (1200 pixels) and a 70-byte PNG header claiming 100000 x 100000 pixels.
   TempDir src, out;

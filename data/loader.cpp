@@ -110,12 +110,25 @@ std::optional<Batch> Loader::next() {
   if (last_return_) stats_.compute_seconds += called - *last_return_;
   last_return_.reset();
   const int64_t step = next_to_deliver_;
+  wait_stopped_ = false;
   if (step >= plan_->num_batches()) {
     if (!epoch_reported_ && stats_.data_bound() && stats_.wait_seconds >= kReportWaitSeconds) log(stats_.summary());
     epoch_reported_ = true;
     return std::nullopt;
   }
-  ready_cv_.wait(lock, [&] { return done_.count(step) > 0; });
+  const auto ready = [&] { return done_.count(step) > 0; };
+  if (!options_.stop_waiting) {
+    ready_cv_.wait(lock, ready);
+  } else {
+    const auto poll = std::chrono::duration<double>(kStopPollSeconds);
+    while (!ready_cv_.wait_for(lock, poll, ready)) {
+      if (!options_.stop_waiting()) continue;
+      // The batch stays on its way: a later next() of this epoch would still deliver it.
+      wait_stopped_ = true;
+      stats_.wait_seconds += now_seconds() - called;
+      return std::nullopt;
+    }
+  }
   Result result = std::move(done_[step]);
   done_.erase(step);
   ++next_to_deliver_;

@@ -59,6 +59,10 @@ struct LoaderOptions : SamplerOptions {
   Device device = Device::cpu();
   // Where warnings and reports go; default: standard error, prefixed "cnn data: ".
   std::function<void(const std::string&)> log;
+  // Asked about every kStopPollSeconds while next() waits for a batch: when it says true (Ctrl-C
+  // while a worker is stuck on a slow or hung file system), next() gives up waiting, returns nothing
+  // and wait_stopped() says why. None: next() waits for as long as the batch takes.
+  std::function<bool()> stop_waiting;
 };
 
 struct Batch {
@@ -99,8 +103,12 @@ class Loader {
   // are abandoned. `skip_samples`: samples of the epoch already used by all ranks together, for a
   // run resumed on another number of ranks (EpochPlan); the batches are then those of the rest.
   void start_epoch(int64_t epoch, int64_t start_step = 0, int64_t skip_samples = 0);
-  // The next batch of the epoch in order, or nothing at its end. Rethrows a worker's error.
+  // The next batch of the epoch in order, or nothing at its end (or when stop_waiting ended the
+  // wait: see wait_stopped()). Rethrows a worker's error.
   std::optional<Batch> next();
+  // Whether the last next() returned nothing because stop_waiting asked it to, not at the epoch's end.
+  bool wait_stopped() const { return wait_stopped_; }
+  static constexpr double kStopPollSeconds = 0.2;
 
   int64_t steps_per_epoch() const;  // of a whole epoch (no samples skipped)
   int64_t batches_this_epoch() const;  // of the epoch started last (fewer when samples were skipped)
@@ -147,6 +155,7 @@ class Loader {
   EpochStats stats_;
   std::optional<double> last_return_;  // when next() last returned a batch (seconds, steady clock)
   bool epoch_reported_ = false;
+  bool wait_stopped_ = false;
 
   mutable std::mutex corrupt_mutex_;
   std::set<int64_t> corrupt_indices_;

@@ -87,6 +87,15 @@ whole = open(f"{work}/cutpng/a/whole.png", "rb").read()
 open(f"{work}/cutpng/a/cut.png", "wb").write(whole[:-12])
 open(f"{work}/long.ini", "w").write("[model]\n; " + "x" * 5000 + "\nname = compact_cnn\n")
 open(f"{work}/spaces.ini", "w").write(open("configs/fashion_mnist.ini").read().replace("[model]", "[ model ]"))
+# A folder of 8000x8000 PNGs (one file, hard-linked): a batch of 16 takes seconds to load, as on a
+# slow network file system.
+os.makedirs(f"{work}/slow/a", exist_ok=True); os.makedirs(f"{work}/slow/b", exist_ok=True)
+row = b"\0" + bytes((x * 7) % 256 for x in range(8000))
+chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+open(f"{work}/slow/a/0.png", "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 8000, 8000, 8, 0, 0, 0, 0)) +
+                                         chunk(b"IDAT", zlib.compress(row * 8000, 1)) + chunk(b"IEND", b""))
+for i in range(1, 16):
+    os.link(f"{work}/slow/a/0.png", f"{work}/slow/a/{i}.png"); os.link(f"{work}/slow/a/0.png", f"{work}/slow/b/{i}.png")
 open(f"{work}/bom.ini", "wb").write(b"\xef\xbb\xbf" + open("configs/fashion_mnist.ini", "rb").read())
 PY
 
@@ -122,14 +131,43 @@ case_row "validation folder with a class the training data lacks" 1 "lacks: bird
 case_row "lr = 1e-4 with min_lr = 1e-3 (a rising cosine)" 1 "min_lr = 0.001 is above the learning rate" "$train --set optim.lr=1e-4 --set schedule.min_lr=1e-3"
 case_row "schedule = plateau without a validation set" 1 "never decay" "$train --set schedule.name=plateau --set data.val_path="
 case_row "reference_batch_size = 1 (lr scaled past its range)" 1 "past \\[optim\\] lr's range" "$train --set optim.lr=0.8 --set schedule.reference_batch_size=1"
+# Ctrl-C in the last epoch's validation (a 5 s validation at image_size 112, signalled 1 s after the last step).
+case_row "SIGINT during the last epoch's validation" 130 "interrupted during the validation of epoch 1" "$bin/cnn_train configs/fashion_mnist.ini --set run.dir=$work/runs --set train.max_steps=2 --set data.image_size=112 --set log.progress=lines --set log.every_steps=1 > $work/val_int.out 2>&1 & p=\$!; for i in \$(seq 150); do grep -q 'step 2/' $work/val_int.out && break; sleep 0.2; done; sleep 1; kill -INT \$p; wait \$p; rc=\$?; cat $work/val_int.out; exit \$rc"
+# Ctrl-C while the loader waits for a slow batch: the run stops within a second, not after the batch.
+case_row "SIGINT while the data loader is slow (2 s a batch)" 130 "stopped while waiting for the data loader" "$bin/cnn_train configs/fashion_mnist.ini --set run.dir=$work/runs --set data.format=folder --set data.path=$work/slow --set data.val_path= --set model.num_classes=2 --set data.image_size=28 --set data.batch_size=16 --set data.workers=1 > $work/slow.out 2>&1 & p=\$!; sleep 4; s=\$(date +%s%N); kill -INT \$p; wait \$p; rc=\$?; ms=\$(( (\$(date +%s%N) - s) / 1000000 )); cat $work/slow.out; echo stopped after \$ms ms; test \$ms -lt 1500 && exit \$rc"
 case_row "cnn_report on a folder that is not a run" 1 "not a run folder" "$bin/cnn_report $work/folder/cat; rc=\$?; test ! -e $work/folder/cat/report.html && exit \$rc"
-case_row "cnn_pack interrupted by SIGINT leaves no OUT.h5.tmp" 1 "stopped by a signal" "$bin/cnn_pack fashion-mnist:$fashion:train $work/int.h5 --size 64 & p=\$!; sleep 1; kill -INT \$p; wait \$p; rc=\$?; test ! -e $work/int.h5.tmp && exit \$rc"
+case_row "cnn_pack interrupted by SIGINT leaves no OUT.h5.tmp" 1 "stopped by a signal" "$bin/cnn_pack fashion-mnist:$fashion:train $work/int.h5 --size 64 > $work/int.out 2>&1 & p=\$!; for i in \$(seq 150); do grep -q 'packed' $work/int.out && break; sleep 0.1; done; kill -INT \$p; wait \$p; rc=\$?; cat $work/int.out; test ! -e $work/int.h5.tmp && exit \$rc"
 case_row "a class folder named with a line break" 1 "holds a line break" "$train $folder --set data.path=$work/nlfolder"
 case_row "a NUL byte in a config value" 1 "a NUL byte" "$bin/cnn_train $work/nul.ini --set run.dir=$work/runs"
 case_row "a list file with a UTF-8 byte-order mark" 0 "" "$train $folder --set data.path=$work/bom.csv"
 case_row "a dataset path that does not exist" 1 "does not exist" "$train --set data.path=$work/no_such_folder --set data.format=folder --set data.val_path="
 case_row "cnn_pack --check of a PNG cut before IEND" 1 "ends before its IEND" "$bin/cnn_pack --check $work/cutpng"
 case_row "cnn_infer --checkpoint of a packed dataset" 1 "packed by cnn_pack, not a checkpoint" "$bin/cnn_pack $work/folder $work/asckpt.h5 --size 16 && $bin/cnn_infer --checkpoint $work/asckpt.h5 $work/folder/cat/0.png"
+# Packed files whose arrays are not what cnn_pack writes (float32 pixels in [0, 1], int16 pixels,
+# float labels): copies of the packed folder with one array rewritten through h5py.
+# Debian's python3-h5py, for the system python3 when the python3 on the PATH lacks h5py.
+h5python=python3
+python3 -c 'import h5py' 2>/dev/null || { h5python=/usr/bin/python3; $h5python -c 'import h5py' 2>/dev/null || apt-get install -y -qq python3-h5py >/dev/null 2>&1; }
+if $h5python -c 'import h5py' 2>/dev/null; then
+  $h5python - "$work" <<'PY'
+import shutil, sys
+import h5py, numpy as np
+work = sys.argv[1]
+for name, array, convert in (("f32", "images", lambda v: v.astype(np.float32) / 255), ("i16", "images", lambda v: v.astype(np.int16)),
+                             ("flabels", "labels", lambda v: v.astype(np.float32))):
+    shutil.copy(f"{work}/folder.h5", f"{work}/{name}.h5")
+    with h5py.File(f"{work}/{name}.h5", "r+") as f:
+        values = convert(f[array][()])
+        del f[array]
+        f.create_dataset(array, data=values)
+PY
+  packed="--set data.batch_size=4 --set data.format=packed --set data.val_path= --set model.num_classes=2 --set data.image_size=28 --set train.max_steps=2"
+  case_row "a packed file of float32 pixels in [0, 1]" 1 "holds 32-bit floats, where a packed file holds 8-bit unsigned pixels" "$train $packed --set data.path=$work/f32.h5"
+  case_row "a packed file of int16 pixels" 1 "holds 16-bit signed integers" "$train $packed --set data.path=$work/i16.h5"
+  case_row "a packed file of float labels" 1 "labels holds 32-bit floats, where labels are integer class indices" "$train $packed --set data.path=$work/flabels.h5"
+else
+  echo "| packed files of float32/int16 pixels, float labels | - | - | skipped | h5py (python3-h5py) could not be installed |"
+fi
 case_row "cnn_summary --input 3x160x160 (channels first)" 1 "so 3 channels of 160x160 are 160x160x3" "$bin/cnn_summary resnet18 --input 3x160x160"
 case_row "crop ratios 50/100 (a box rounded to nothing)" 0 "" "$train --set augment.random_resized_crop=true --set augment.ratio_min=50 --set augment.ratio_max=100 --set train.max_steps=3"
 case_row "crop ratios 2/0.5 (crossed)" 1 "ratio_min = 2 is above ratio_max = 0.5" "$train --set augment.ratio_min=2 --set augment.ratio_max=0.5"

@@ -36,4 +36,9 @@ InterruptHandler::~InterruptHandler() {
 
 bool InterruptHandler::requested() { return stop_requested != 0; }
 
+std::function<bool()> stop_check_for(int64_t world_size) {
+  if (world_size != 1) return {};
+  return &InterruptHandler::requested;
+}
+
 }  // namespace cnn::train

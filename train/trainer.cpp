@@ -69,6 +69,7 @@ struct EpochProgress {
   // when a checkpoint of another number of ranks is resumed (then batches count from there).
   int64_t skipped_samples = 0;
   int64_t micro_batches = 0;  // micro-batches trained in this run of the epoch
+  int64_t batches_at_step = 0;  // batches_done after the last optimizer step (or at the start)
   int64_t images = 0;
   Tensor loss_sum;  // of the micro-batches' losses, on the training device (read back only to show it)
   // The shown loss is the mean over the micro-batches since the last read (smoothed, and the device
@@ -80,7 +81,7 @@ struct EpochProgress {
   Clock::time_point last_step;     // for the moving average of step time (the ETAs)
   double step_seconds = std::nan("");
   bool reached_max_steps = false;
-  bool interrupted = false;  // Ctrl-C / SIGTERM: stopped after a step
+  bool interrupted = false;  // Ctrl-C / SIGTERM: stopped after a step (or while waiting for data)
   double mean_loss() const { return loss_sum.item() / static_cast<double>(micro_batches); }
   // Reads the loss sum: the mean over the micro-batches since the last read.
   void read_loss() {
@@ -137,13 +138,15 @@ class Trainer {
   // the divergence guard: after every step on the CPU (free), at logged steps, step checkpoints and
   // epoch ends on a GPU (a synchronisation, so not in every step).
   void read_verdicts();
-  void end_epoch(const EpochProgress& epoch);
-  // The live weights' validation of an epoch, and whether it improved the best metric.
+  // Whether the run stops after this epoch (Ctrl-C during its validation).
+  bool end_epoch(const EpochProgress& epoch);
+  // The live weights' validation of an epoch, and whether it improved the best metric; nothing when
+  // Ctrl-C stopped it (the figures of part of the set are not reported).
   struct EpochValidation {
     Validation live;
     bool improved = false;
   };
-  EpochValidation validate_epoch(int64_t epoch, EpochLine& line, std::map<std::string, double>& numbers);
+  std::optional<EpochValidation> validate_epoch(int64_t epoch, EpochLine& line, std::map<std::string, double>& numbers);
   Validation validate_weights(int64_t epoch, Weights weights);
   void finish_swa(int64_t epochs_done);
   Tensor next_training_images(int64_t epoch, int64_t& batches);
@@ -388,8 +391,8 @@ Trainer::EpochStart Trainer::epoch_start(int64_t epoch) const {
 TrainSummary Trainer::run() {
   for (int64_t epoch = progress_.epochs_done; epoch < settings_.loop.epochs; ++epoch) {
     const EpochProgress result = train_epoch(epoch);
-    end_epoch(result);
-    if (result.reached_max_steps || result.interrupted) break;
+    const bool stopped_in_validation = end_epoch(result);
+    if (result.reached_max_steps || result.interrupted || stopped_in_validation) break;
   }
   return finish();
 }
@@ -410,6 +413,7 @@ EpochProgress Trainer::train_epoch(int64_t epoch) {
                              .batches_done = start.first_batch,
                              .batches_in_epoch = data_.train_loader->batches_this_epoch(),
                              .skipped_samples = start.skipped_samples,
+                             .batches_at_step = start.first_batch,
                              .loss_sum = Tensor::zeros({}, DType::f32, device),
                              .last_loss_read = Clock::now() - std::chrono::seconds(10),
                              .last_step = Clock::now()};
@@ -441,6 +445,7 @@ EpochProgress Trainer::train_epoch(int64_t epoch) {
       ++eager_steps_;
     }
     ++progress_.step;
+    this_epoch.batches_at_step = this_epoch.batches_done;
     if (device.is_cpu()) read_verdicts();
     if (learner_.ema) learner_.ema->after_step(*learner_.model, progress_.step);
     after_step(this_epoch);
@@ -453,6 +458,14 @@ EpochProgress Trainer::train_epoch(int64_t epoch) {
       this_epoch.interrupted = true;
       break;
     }
+  }
+  if (data_.train_loader->wait_stopped()) {
+    // Ctrl-C while the loader waited (a file system that hangs): the micro-batches since the last
+    // step never stepped, so the checkpoint's position goes back to that step and a resume redoes them.
+    this_epoch.interrupted = true;
+    this_epoch.batches_done = this_epoch.batches_at_step;
+    log_.warn("stopped while waiting for the data loader (a worker is still reading: if the run does not end, a second "
+              "Ctrl-C ends it at once)");
   }
   return this_epoch;
 }
@@ -548,7 +561,7 @@ void Trainer::after_step(EpochProgress& epoch) {
 
 // The end of an epoch: the loss check, validation when due, the epoch line and metrics, last.h5
 // and best.h5.
-void Trainer::end_epoch(const EpochProgress& epoch) {
+bool Trainer::end_epoch(const EpochProgress& epoch) {
   const data::EpochStats loader_stats = data_.train_loader->stats();
   const double epoch_seconds = seconds_since(epoch.start);
   wait_seconds_ += loader_stats.wait_seconds;
@@ -591,7 +604,14 @@ void Trainer::end_epoch(const EpochProgress& epoch) {
   const bool validate_now =
       data_.validation_loader && !epoch.interrupted && (number % settings_.loop.eval_every == 0 || last);
   std::optional<EpochValidation> validation;
-  if (validate_now) validation = validate_epoch(epoch.epoch, line, numbers);
+  // Ctrl-C during the validation: the epoch's training is complete and kept in last.h5, its
+  // validation is left out, and the run stops here (the ranks agree on it after validating).
+  bool stop_here = false;
+  if (validate_now) {
+    validation = validate_epoch(epoch.epoch, line, numbers);
+    stop_here = data_parallel_.active() ? across_ranks(InterruptHandler::requested() ? 1.0 : 0.0, distributed::ReduceOp::max) > 0
+                                        : InterruptHandler::requested();
+  }
   log_.summary(format_epoch_line(line));
 
   // The checkpoints come before the run's record files, so that a record that cannot be written
@@ -601,7 +621,7 @@ void Trainer::end_epoch(const EpochProgress& epoch) {
   const int64_t every = settings_.checkpoint.every_epochs;
   if (validation && validation->improved && settings_.checkpoint.save_best)
     save(folder_.best_checkpoint(), epochs_done, samples_in_epoch, best_weights());
-  if ((every > 0 && number % every == 0) || last) save(folder_.last_checkpoint(), epochs_done, samples_in_epoch);
+  if ((every > 0 && number % every == 0) || last || stop_here) save(folder_.last_checkpoint(), epochs_done, samples_in_epoch);
 
   if (validation) {
     if (data_parallel_.world().is_main()) write_confusion(folder_.dir / "confusion.json", validation->live, data_.class_names, number);
@@ -609,21 +629,35 @@ void Trainer::end_epoch(const EpochProgress& epoch) {
   }
   metrics_.write_epoch(progress_.step, epoch.epoch, numbers);
   if (settings_.log.report && data_parallel_.world().is_main()) write_report(folder_.dir / "report.html", {read_run(folder_.dir)});
-  if (learner_.swa && last && !epoch.interrupted) finish_swa(epochs_done);
+  if (learner_.swa && last && !epoch.interrupted && !stop_here) finish_swa(epochs_done);
   summary_.epochs_run = number - first_epoch_;
+  const std::string resume = "Resume with: cnn_train " + config_path() + " --resume " + folder_.dir.string();
   if (epoch.interrupted) {
     summary_.interrupted = true;
     log_.summary("interrupted after step " + std::to_string(progress_.step) + " (epoch " + std::to_string(number) + ", batch " +
                  std::to_string(epoch.batches_done) + "/" + std::to_string(epoch.batches_in_epoch) + "); " +
-                 folder_.last_checkpoint().string() + " holds it. Resume with: cnn_train " + config_path() + " --resume " +
-                 folder_.dir.string());
+                 folder_.last_checkpoint().string() + " holds it. " + resume);
+  } else if (stop_here) {
+    summary_.interrupted = true;
+    log_.summary("interrupted during the validation of epoch " + std::to_string(number) + ": its training is complete and " +
+                 folder_.last_checkpoint().string() + " holds it" +
+                 (validation ? "" : "; its validation was stopped and is left out of the record") +
+                 (number < epochs ? ". " + resume : " (the last epoch: nothing is left to train)"));
   }
+  return stop_here;
 }
 
 // Validation after an epoch: its part of the epoch line and numbers, the best metric so far and
 // the plateau schedule's observation.
-Trainer::EpochValidation Trainer::validate_epoch(int64_t epoch, EpochLine& line, std::map<std::string, double>& numbers) {
+std::optional<Trainer::EpochValidation> Trainer::validate_epoch(int64_t epoch, EpochLine& line,
+                                                               std::map<std::string, double>& numbers) {
   Validation result = validate_weights(epoch, Weights::live);
+  if (result.stopped) return std::nullopt;
+  std::optional<Validation> ema;  // the EMA weights', reported beside the live weights'
+  if (learner_.ema) {
+    ema = validate_weights(epoch, Weights::ema);
+    if (ema->stopped) return std::nullopt;
+  }
   // Before anything is reported or saved from it (the counts are over all ranks, so every rank agrees).
   check_corrupt_images(epoch + 1,
                        {"validation", result.corrupt, result.images, data_.validation_loader->corrupt_files(), settings_.data.validation_spec},
@@ -638,9 +672,7 @@ Trainer::EpochValidation Trainer::validate_epoch(int64_t epoch, EpochLine& line,
   numbers["val_top5"] = result.top5;
   summary_.last_top1 = result.top1;
   summary_.last_val_loss = result.loss;
-  std::optional<Validation> ema;  // the EMA weights', reported beside the live weights'
-  if (learner_.ema) {
-    ema = validate_weights(epoch, Weights::ema);
+  if (ema) {
     line.ema_top1 = summary_.last_ema_top1 = ema->top1;
     numbers["ema_val_loss"] = ema->loss;
     numbers["ema_val_top1"] = ema->top1;
@@ -655,7 +687,7 @@ Trainer::EpochValidation Trainer::validate_epoch(int64_t epoch, EpochLine& line,
     progress_.best = best_validation(judged, epoch + 1, best_weights());
   }
   learner_.schedule.observe(settings_.checkpoint.plateau_watches_top1 ? result.top1 : result.loss);
-  return {std::move(result), improved};
+  return EpochValidation{std::move(result), improved};
 }
 
 // A validation pass over `weights` (the EMA or SWA average swapped into the model for it).
@@ -664,8 +696,12 @@ Validation Trainer::validate_weights(int64_t epoch, Weights weights) {
   const int64_t batches = data_.validation_loader->steps_per_epoch();
   const WeightSwap swap(*learner_.model, averaged_weights(learner_, weights));
   const Validation result = validate(*learner_.model, *data_.validation_loader, settings_.data.classes, settings_.compute.device, epoch,
-                                     data_parallel_.comm(), [&](int64_t done) { console_.validation_progress(done, batches); },
-                                     settings_.log.images && weights == Weights::live ? kMistakesShown : 0);
+                                     data_parallel_.comm(), [&](int64_t done) {
+                                       console_.validation_progress(done, batches);
+                                       if (options_.on_validation_batch) options_.on_validation_batch(epoch, done);
+                                     },
+                                     settings_.log.images && weights == Weights::live ? kMistakesShown : 0,
+                                     stop_check_for(world_size_));
   validation_seconds_ += seconds_since(start);
   return result;
 }
@@ -742,6 +778,12 @@ void Trainer::finish_swa(int64_t epochs_done) {
                      " averaged, BatchNorm statistics from " + std::to_string(batches) + " training batches";
   if (data_.validation_loader) {
     const Validation result = validate_weights(key - 1, Weights::swa);
+    if (result.stopped) {  // the average is kept in swa.h5 all the same
+      summary_.interrupted = true;
+      log_.summary(text + "; its validation was stopped by the interrupt");
+      save(folder_.swa_checkpoint(), epochs_done, 0, Weights::swa);
+      return;
+    }
     summary_.swa_top1 = result.top1;
     metrics_.write_epoch(progress_.step, key - 1, {{"swa_val_loss", result.loss}, {"swa_val_top1", result.top1}, {"swa_val_top5", result.top5}});
     EpochLine figures;

@@ -12,6 +12,7 @@
 // (validation.h), logging (run_log.h), and the final summary.
 #pragma once
 #include <filesystem>
+#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -28,6 +29,9 @@ struct TrainRunOptions {
   std::ostream* console = nullptr;  // default: standard output
   bool record_step_losses = false;  // keep every micro-batch's loss in the summary (reads it back each time)
   GradientHook on_gradients;        // optional: called with each step's final gradients (train_step.h)
+  // Optional: called after each validation batch with the epoch (0-based) and the batches done so
+  // far, for an embedder's progress display.
+  std::function<void(int64_t epoch, int64_t batches_done)> on_validation_batch;
   // Where this process stands in a data-parallel job; default: read from the launcher's
   // environment (engine/distributed/world.h). A World{} runs alone even under mpirun.
   std::optional<distributed::World> world;

@@ -10,6 +10,7 @@
 #include "data/transforms.h"
 #include "engine/error.h"
 #include "engine/names_in_words.h"
+#include "train/interrupt.h"
 #include "train/run_log.h"
 #include "train/train_settings.h"
 
@@ -142,6 +143,7 @@ TrainingData open_training_data(const TrainSettings& settings, RunLog& log, data
   data.class_names = class_names_of(*data.train_set, data.classes);
   data::LoaderOptions train_options = wanted.loader;
   train_options.log = warn;
+  train_options.stop_waiting = stop_check_for(settings.distributed.world.world_size);  // Ctrl-C while a file system hangs
   data.train_loader = std::make_unique<data::Loader>(data.train_set, train_pipeline(settings), train_options);
   if (settings.augment.on_device) data.crop_flip = std::make_unique<BatchCropFlip>(settings);
   if (wanted.validation_transforms) {

@@ -29,7 +29,9 @@ void consider_mistake(std::vector<Mistake>& kept, size_t capacity, double confid
 }  // namespace
 
 Validation validate(Module& model, data::Loader& loader, int64_t classes, const Device& device, int64_t epoch,
-                    distributed::Communicator& comm, const std::function<void(int64_t)>& on_batch, int64_t keep_mistakes) {
+                    distributed::Communicator& comm, const std::function<void(int64_t)>& on_batch, int64_t keep_mistakes,
+                    const std::function<bool()>& stop) {
+  CNN_CHECK(!stop || comm.world_size() == 1, "validate: a stop check is for one process, not ", comm.world_size(), " ranks");
   NoGrad no_grad;
   model.eval();
   Validation result;
@@ -40,7 +42,16 @@ Validation validate(Module& model, data::Loader& loader, int64_t classes, const 
   double loss_sum = 0;
   int64_t seen = 0, corrupt = 0, top1 = 0, top5 = 0, batches = 0;
   loader.start_epoch(epoch);
-  while (auto batch = loader.next()) {
+  while (true) {
+    if (stop && stop()) {
+      result.stopped = true;
+      break;
+    }
+    const std::optional<data::Batch> batch = loader.next();
+    if (!batch) {
+      result.stopped = loader.wait_stopped();
+      break;
+    }
     corrupt += batch->skipped;
     if (batch->size() == 0) continue;
     const Tensor logits = model.forward(batch->images.to(device)).to(DType::f32);

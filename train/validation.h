@@ -35,6 +35,7 @@ struct Validation {
   std::vector<int64_t> confusion;       // [truth * classes + predicted]; empty above kConfusionMatrixMaxClasses
   std::vector<int64_t> class_images, class_hits;  // per true class: images, and those predicted right
   std::vector<Mistake> mistakes;        // the most confident ones, most confident first (this rank's)
+  bool stopped = false;  // ended early by `stop` (or the loader's stop_waiting): the figures are partial
 };
 
 // Runs the model in eval mode without recording (and back in train mode after). `epoch` keys the
@@ -42,10 +43,12 @@ struct Validation {
 // validates its shard and the sums (loss, hits, the confusion matrix) are reduced over `comm`, so
 // that every rank returns the figures of the whole validation set.
 // `on_batch(done)` is called after each batch (for a progress display). The `keep_mistakes` most
-// confident mistakes of this rank's shard are kept with their images.
+// confident mistakes of this rank's shard are kept with their images. `stop` is asked before each
+// batch (Ctrl-C): when it says true the pass ends there, marked stopped. Only for one process: ranks
+// stopping at different batches would not meet in the reduction.
 Validation validate(Module& model, data::Loader& loader, int64_t classes, const Device& device, int64_t epoch,
                     distributed::Communicator& comm, const std::function<void(int64_t)>& on_batch = {},
-                    int64_t keep_mistakes = 0);
+                    int64_t keep_mistakes = 0, const std::function<bool()>& stop = {});
 
 // confusion.json: epoch, loss, top-1, top-5, class names, per-class top-1 and the matrix (rows:
 // truth, columns: predicted), or, above kConfusionMatrixMaxClasses, why the matrix is left out.

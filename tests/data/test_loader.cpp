@@ -3,6 +3,7 @@
 // errors surfacing with their context, clean shutdown, and the wait/compute accounting.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -377,4 +378,28 @@ TEST_CASE("time accounting: waiting for a slow loader vs computing") {
   CHECK(computing.compute_seconds > 0.08);
   CHECK(computing.compute_seconds > computing.wait_seconds);
   CHECK(computing.summary().find("epoch 0: 3 batches, 12 samples, 0 skipped") == 0);
+}
+
+TEST_CASE("a stop request ends a wait on a slow loader within a poll, and the batch still comes after") {
+  // A worker stuck on a file (a hung file system): each sample takes 0.5 s, so a batch of 2 takes 1 s.
+  auto ds = std::make_shared<SyntheticDataset>(8, -1, 0.5);
+  LoaderOptions o = options_with(1, 2);
+  o.shuffle = false;
+  std::atomic<bool> stop{true};
+  o.stop_waiting = [&] { return stop.load(); };
+  Loader loader(ds, Pipeline::eval(16, 16), o);
+  loader.start_epoch(0);
+  const auto asked = std::chrono::steady_clock::now();
+  CHECK_FALSE(loader.next().has_value());
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+  CHECK(loader.wait_stopped());
+  CHECK(waited < 0.9);  // one poll (0.2 s), not the batch's second
+  CHECK(waited >= Loader::kStopPollSeconds * 0.9);
+  // Without the request the same epoch goes on from the batch that was on its way.
+  stop = false;
+  const std::optional<Batch> batch = loader.next();
+  REQUIRE(batch.has_value());
+  CHECK_FALSE(loader.wait_stopped());
+  CHECK(batch->step == 0);
+  CHECK(batch->indices == std::vector<int64_t>{0, 1});
 }

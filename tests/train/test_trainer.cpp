@@ -307,6 +307,21 @@ TEST_CASE("trainer: a run stopped inside an epoch resumes there, with accumulati
   CHECK(runs.second.step_losses.size() == 5);  // the rest of epoch 2
 }
 
+namespace {
+// The step losses of the interrupted run `first` followed by those of its resumption to the end
+// (which must not be interrupted): those of the uninterrupted run when the resume is exact.
+std::vector<double> losses_resumed(const std::string& text, const TrainRunOptions& opts, const TrainSummary& first,
+                                   const std::string& run_name) {
+  TrainRunOptions resume = opts;
+  resume.resume = first.run_dir.string();
+  const TrainSummary second = run_training(Config::parse(text, "test.ini", {"run.name=" + run_name}), resume);
+  CHECK_FALSE(second.interrupted);
+  std::vector<double> stitched = first.step_losses;
+  stitched.insert(stitched.end(), second.step_losses.begin(), second.step_losses.end());
+  return stitched;
+}
+}  // namespace
+
 TEST_CASE("trainer: Ctrl-C stops after the step, writes last.h5, says how to resume, and the resumed run replays exactly") {
   SmallRun run("interrupt", 256, 64, 3, 4);  // 8 batches of 32 per epoch, 2 epochs
   TrainRunOptions opts = run.opts;
@@ -331,13 +346,55 @@ TEST_CASE("trainer: Ctrl-C stops after the step, writes last.h5, says how to res
   CHECK(text.find("\ndone: ") == std::string::npos);
   CHECK(text.find("Resume with: cnn_train " + (first.run_dir / "config.ini").string() + " --resume " + first.run_dir.string()) !=
         std::string::npos);
-  TrainRunOptions resume = opts;
-  resume.resume = first.run_dir.string();
-  const TrainSummary second = run_training(Config::parse(run.text, "test.ini", {"run.name=stopped"}), resume);
-  CHECK_FALSE(second.interrupted);
-  std::vector<double> stitched = first.step_losses;
-  stitched.insert(stitched.end(), second.step_losses.begin(), second.step_losses.end());
-  CHECK(stitched == full.step_losses);
+  CHECK(losses_resumed(run.text, opts, first, "stopped") == full.step_losses);
+}
+
+TEST_CASE("trainer: Ctrl-C during a validation stops the run there, keeps the epoch's training and leaves the validation out") {
+  // It used to be dropped during the last epoch's validation: the run said "done:" and exited 0.
+  SmallRun run("validation_stop", 256, 64, 3, 4);  // 8 batches of 32 per epoch, 2 validation batches, 2 epochs
+  TrainRunOptions opts = run.opts;
+  opts.record_step_losses = true;
+  const TrainSummary full = run_training(Config::parse(run.text, "test.ini", {"run.name=full"}), opts);
+  REQUIRE(full.steps == 16);
+  auto stopped_in_validation_of = [&](int64_t stop_epoch, const std::string& name, std::ostringstream& shown) {
+    TrainRunOptions interrupted = opts;
+    interrupted.on_validation_batch = [stop_epoch](int64_t epoch, int64_t done) {
+      if (epoch == stop_epoch && done == 1) std::raise(SIGINT);  // Ctrl-C after the first of 2 batches
+    };
+    interrupted.console = &shown;
+    return run_training(Config::parse(run.text, "test.ini", {"run.name=" + name}), interrupted);
+  };
+
+  std::ostringstream last_shown;
+  const TrainSummary last = stopped_in_validation_of(1, "last_epoch", last_shown);
+  CHECK(last.interrupted);
+  CHECK(last.steps == 16);
+  CHECK(load_checkpoint(last.run_dir / "last.h5").epoch == 2);  // both epochs trained and kept
+  const std::string text = last_shown.str();
+  CHECK(text.find("interrupted during the validation of epoch 2: its training is complete") != std::string::npos);
+  CHECK(text.find("its validation was stopped and is left out of the record") != std::string::npos);
+  CHECK(text.find("\nstopped: ") != std::string::npos);
+  CHECK(text.find("\ndone: ") == std::string::npos);
+  // Epoch 2's record has no validation figures (those of half the set would mislead); epoch 1's has.
+  std::ifstream metrics(last.run_dir / "metrics.jsonl");
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(metrics, line);) {
+    nlohmann::json record = nlohmann::json::parse(line);
+    if (record.value("kind", "") == "epoch") records.push_back(std::move(record));  // the epochs' lines, not the steps'
+  }
+  REQUIRE(records.size() == 2);
+  CHECK(records[0].contains("val_top1"));
+  CHECK_FALSE(records[1].contains("val_top1"));
+  CHECK(records[1]["epoch"] == 2);
+
+  // In the first epoch's validation: the run stops after epoch 1, and a resume goes on exactly.
+  std::ostringstream first_shown;
+  const TrainSummary first = stopped_in_validation_of(0, "first_epoch", first_shown);
+  CHECK(first.interrupted);
+  CHECK(first.steps == 8);
+  CHECK(load_checkpoint(first.run_dir / "last.h5").epoch == 1);
+  CHECK(first_shown.str().find("Resume with: cnn_train " + (first.run_dir / "config.ini").string()) != std::string::npos);
+  CHECK(losses_resumed(run.text, opts, first, "first_epoch") == full.step_losses);
 }
 
 TEST_CASE("trainer: a second run in a folder that a run is using is refused, and the folder is free again after") {

@@ -3,7 +3,8 @@
 # harnesses of tests/fuzz for HOURS in all (fractions allowed: 0.5), split evenly among the
 # harnesses named (default: all), each over a fresh copy of its seed corpus. Prints, per harness,
 # executions, time, executions per second and any crash files, and writes them to
-# build-fuzz/fuzz_summary.json. Exits non-zero when any harness found something.
+# build-fuzz/fuzz_summary.json; then every config key at its extremes (tests/train/extremes) under
+# the sanitizers. Exits non-zero when any harness or key case found something.
 #   scripts/fuzz.sh 1                       one hour over every harness
 #   scripts/fuzz.sh -j 2 0.5 fuzz_hdf5 fuzz_packed
 # -j N runs N harnesses at a time (each harness is one process); the hours are then wall-clock
@@ -50,4 +51,11 @@ summary=$build/fuzz_summary.json
   echo "]}"
 } >"$summary"
 echo "fuzz: summary in $summary"
+
+# Every config key at its extremes on a tiny run of cnn_train built with AddressSanitizer and
+# UndefinedBehaviorSanitizer (the suite runs a sample of 40 cases): a clean refusal or a clean run.
+asan=build-asan
+cmake -S . -B "$asan" -DCNN_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$asan" -j "$(nproc)" --target cnn_train schema_extremes >/dev/null
+"$asan/tests/train/schema_extremes" "$asan/apps/cnn_train" --jobs "$parallel" --timeout 300 || status=1
 exit $status

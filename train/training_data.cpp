@@ -1,5 +1,4 @@
 // Opening the training and validation data (see training_data.h).
-#include "engine/names_in_words.h"
 #include "train/training_data.h"
 
 #include <algorithm>

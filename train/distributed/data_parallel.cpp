@@ -1,5 +1,4 @@
 // The data-parallel side of a training run (see data_parallel.h).
-#include "engine/names_in_words.h"
 #include "train/distributed/data_parallel.h"
 
 #include <cstdint>

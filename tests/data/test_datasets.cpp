@@ -360,7 +360,7 @@ TEST_CASE("a class name holding a line break is refused, naming it") {
 
 // A list file saved with a byte-order mark reported its first image as missing; a dataset path that
 // does not exist was answered with "cannot tell what dataset ... is".
-TEST_CASE("a list file with a UTF-8 byte-order mark reads its first row; a missing dataset path says it does not exist") {
+TEST_CASE("a list file with a UTF-8 byte-order mark reads its first row, a missing dataset path says it does not exist") {
   TempDir dir;
   dir.write("a.png", encode_image(test::smooth_image(8, 8, 3), ImageFormat::png));
   dir.write("b.png", encode_image(test::smooth_image(8, 8, 3, 1), ImageFormat::png));

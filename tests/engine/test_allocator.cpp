@@ -78,7 +78,7 @@ struct FakeSystem {
 };
 }  // namespace
 
-TEST_CASE("requests round to 512 bytes; small ones share 2 MiB segments, large ones 20 MiB or their own") {
+TEST_CASE("requests round to 512 bytes, small ones share 2 MiB segments, large ones 20 MiB or their own") {
   CHECK(CachingAllocator::round_request(0) == 512);
   CHECK(CachingAllocator::round_request(1) == 512);
   CHECK(CachingAllocator::round_request(513) == 1024);
@@ -696,7 +696,7 @@ std::string transparent_huge_pages_mode() {
 }
 }  // namespace
 
-TEST_CASE("large host blocks are 2 MiB aligned and may be backed by huge pages; small ones stay 64-byte aligned") {
+TEST_CASE("large host blocks are 2 MiB aligned and may be backed by huge pages, small ones stay 64-byte aligned") {
   // 12 MiB: a segment of its own in the caching allocator, and a whole multiple of 2 MiB for the
   // plain allocator of sanitizer builds alike.
   Tensor large = Tensor::empty({int64_t{3} << 20});

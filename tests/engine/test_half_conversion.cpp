@@ -106,7 +106,7 @@ std::vector<float> dense_floats(const Format& fmt) {
 
 }  // namespace
 
-TEST_CASE("every f16 and bf16 bit pattern converts to float and back bit-identically; NaNs stay NaN") {
+TEST_CASE("every f16 and bf16 bit pattern converts to float and back bit-identically, NaNs stay NaN") {
   for (const Format* fmt : {&kHalf, &kBf16}) {
     INFO(std::string(fmt->name));
     int mismatches = 0, nans = 0;

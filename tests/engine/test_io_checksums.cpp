@@ -92,7 +92,7 @@ TEST_CASE("CRC32C: the hardware path and the table path agree on every length an
     }
 }
 
-TEST_CASE("HDF5 files carry checksums; a damaged tensor is named, damaged metadata is refused") {
+TEST_CASE("HDF5 files carry checksums, a damaged tensor is named, damaged metadata is refused") {
   ScratchDir dir("hdf5_checksums");
   const std::filesystem::path path = dir / "ckpt.h5";
   const TensorFile written = checkpoint_like();
@@ -167,7 +167,7 @@ TEST_CASE("HDF5 files written by other programs (no checksum table) load unverif
   CHECK(read.tensor("fc.bias").to_doubles() == std::vector<double>{1.0, 2.0, 3.0});
 }
 
-TEST_CASE("safetensors files carry checksums; a damaged tensor, shape or metadata entry is refused") {
+TEST_CASE("safetensors files carry checksums, a damaged tensor, shape or metadata entry is refused") {
   ScratchDir dir("st_checksums");
   const std::filesystem::path path = dir / "model.safetensors";
   const NamedTensors written = {{"fc.weight", io_test::random_bits({4, 6}, DType::f32, 11)},

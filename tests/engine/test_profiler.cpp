@@ -72,7 +72,7 @@ TEST_CASE("profiler: spans nest on their thread, and each keeps the thread that 
   CHECK(outer.time_us() == outer.host_us());
 }
 
-TEST_CASE("profiler: off, nothing is recorded; a span opened before start() is not either") {
+TEST_CASE("profiler: off, nothing is recorded, a span opened before start() is not either") {
   CHECK(!profiler::enabled());
   const Tensor x = Tensor::randn({4, 8}, 1);
   {

@@ -99,7 +99,7 @@ TEST_CASE("loss-scale pass: with a control block the scale is read from it, on b
 
 // The device-side verdict against the host rules it replaces (GradScaler, clip_grad_norm_): a
 // sequence of clean and overflowing steps on both backends, every field checked after each step.
-TEST_CASE("step control: the scale grows, backs off and skips as GradScaler does; the clip coefficient as clip_grad_norm_") {
+TEST_CASE("step control: the scale grows, backs off and skips as GradScaler does, the clip coefficient as clip_grad_norm_") {
   StepControlArgs a;
   a.adapt_scale = true;
   a.growth_interval = 3;

@@ -85,7 +85,7 @@ TEST_CASE("cached low-precision weights: the same logits and master gradients, b
   }
 }
 
-TEST_CASE("cached low-precision weights follow loaded weights; placement and dtype changes drop them") {
+TEST_CASE("cached low-precision weights follow loaded weights, placement and dtype changes drop them") {
   const auto source = make_model("cifar_resnet20", 10, 3, 1);
   const auto model = make_model("cifar_resnet20", 10, 3, 2);
   model->to(DType::bf16);

@@ -87,7 +87,7 @@ std::string folder_config(const ScratchDir& dir, const std::string& classes = ""
 
 // Leaving out num_classes trained a 1000-way head (the key's default) on a 3-class folder without a
 // word; 2 classes were caught only by the labels, 5 were silent.
-TEST_CASE("trainer: [model] num_classes left out takes the data's class count; fewer is refused, more warned") {
+TEST_CASE("trainer: [model] num_classes left out takes the data's class count, fewer is refused, more warned") {
   ScratchDir dir("classes_from_data");
   write_image_folder(dir.path / "data", {"a", "b", "c"}, 8);
   std::ostringstream shown;
@@ -113,7 +113,7 @@ TEST_CASE("trainer: [model] num_classes left out takes the data's class count; f
 
 // A validation folder holding the training set's classes a and c was scored as [a, b]: c's images
 // counted as b, a right model reported at 50%. Classes are now matched by name.
-TEST_CASE("trainer: validation classes are matched to the training classes by name; unknown ones are refused") {
+TEST_CASE("trainer: validation classes are matched to the training classes by name, unknown ones are refused") {
   ScratchDir dir("validation_names");
   write_image_folder(dir.path / "data", {"a", "b", "c"}, 8);
   write_image_folder(dir.path / "val", {"a", "b", "c"}, 4);

@@ -46,7 +46,7 @@ TEST_CASE("memory estimate: validation's counts, with the confusion matrix only 
   CHECK(e.total() == 5);
 }
 
-TEST_CASE("memory check: refused beyond the memory there is, with a batch size that fits; warned above 80%") {
+TEST_CASE("memory check: refused beyond the memory there is, with a batch size that fits, warned above 80%") {
   MemoryEstimate e;
   e.per_image = 1 << 20;  // 1 MiB
   e.activations = 1000ull << 20;

@@ -161,7 +161,7 @@ TEST_CASE("profile: a run with [log] profile_steps writes the three files, and t
   CHECK(check_trace_nests(trace) > 100);
 }
 
-TEST_CASE("profile: only the profiled steps count, not the validation between them; a run that ends first writes what it had") {
+TEST_CASE("profile: only the profiled steps count, not the validation between them, a run that ends first writes what it had") {
   SmallRun run("profile_epochs", 128, 64, 1, 2);
   // 4 steps an epoch, 3 epochs: steps 4 to 7 are profiled, with the end of epoch 1 (and its
   // validation) between steps 4 and 5.

@@ -110,7 +110,7 @@ TEST_CASE("format = packed opens the path as a packed file only: a folder is ref
   CHECK(from_config(Config::parse(kConfig, "p.ini", {"data.format=folder", "data.path=/data/train"})).data.train_spec == "/data/train");
 }
 
-TEST_CASE("settings: fp16 on the CPU is advised against with where it was set; bf16, fp32 and fp16 on CUDA are not") {
+TEST_CASE("settings: fp16 on the CPU is advised against with where it was set, bf16, fp32 and fp16 on CUDA are not") {
   const auto advice = [](const char* mode, const char* device) {
     return precision_advice(from_config(Config::parse(
         kConfig, "dp.ini", {std::string("precision.mode=") + mode, std::string("train.device=") + device})));
@@ -187,7 +187,7 @@ TEST_CASE("settings: a validation resize past the pixel limit and crossed crop r
 }
 
 // resnet18 weights loaded into a resnet34 used to train with one log line ("96 missing from the file").
-TEST_CASE("settings: pretrained weights load strictly outside the head; pretrained_strict = false loads what matches") {
+TEST_CASE("settings: pretrained weights load strictly outside the head, pretrained_strict = false loads what matches") {
   const io_test::ScratchDir dir("pretrained_strict");
   const std::string weights = (dir / "resnet18.safetensors").string();
   {

@@ -1,5 +1,4 @@
 // The checks of a resumed run (see resume.h).
-#include "engine/names_in_words.h"
 #include "train/resume.h"
 
 #include <cmath>
@@ -10,6 +9,7 @@
 #include "engine/names_in_words.h"
 #include "train/checkpoint.h"
 #include "train/config/config.h"
+#include "train/config/schema.h"
 #include "train/run_log.h"
 #include "train/train_settings.h"
 
@@ -46,20 +46,90 @@ std::string finished_run(const TrainingState& saved, const TrainSettings& settin
   return "";
 }
 
+namespace {
+// The checkpoint's resolved config, as this build's schema reads it; nothing, and why in
+// `unreadable`, when it holds none or one with a key this build no longer knows.
+std::optional<Config> checkpoint_config(const TrainingState& saved, const std::filesystem::path& checkpoint, std::string& unreadable) {
+  unreadable = "it holds no config";
+  if (saved.config.empty()) return std::nullopt;
+  try {
+    return Config::parse(saved.config, checkpoint.string() + " (its config)");
+  } catch (const Error& e) {
+    unreadable = std::string("its config cannot be read: ") + e.what();
+    return std::nullopt;
+  }
+}
+
+// Whether two written values of `spec` mean the same: "0.02" and "2e-2", "true" and "yes", "1, 2"
+// and "1,2" do.
+bool same_value(const KeySpec& spec, const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  const auto same_numbers = [](const std::vector<std::string>& x, const std::vector<std::string>& y) {
+    if (x.size() != y.size()) return false;
+    for (size_t i = 0; i < x.size(); ++i) {
+      double u = 0, v = 0;
+      if (!parse_real(x[i], u) || !parse_real(y[i], v) || u != v) return false;
+    }
+    return true;
+  };
+  switch (spec.type) {
+    case KeyType::boolean: {
+      bool u = false, v = false;
+      return parse_bool(a, u) && parse_bool(b, v) && u == v;
+    }
+    case KeyType::integer:
+    case KeyType::real: return !a.empty() && !b.empty() && same_numbers({a}, {b});
+    case KeyType::integer_list:
+    case KeyType::real_list: return same_numbers(split_list(a), split_list(b));
+    case KeyType::text_list: return split_list(a) == split_list(b);
+    default: return false;
+  }
+}
+
+std::string shown(const std::string& value) { return value.empty() ? "(empty)" : value; }
+}  // namespace
+
+std::optional<ResumedConfig> resumed_config(const Config& given, const TrainingState& saved, const std::filesystem::path& checkpoint) {
+  std::string unreadable;
+  std::optional<Config> run = checkpoint_config(saved, checkpoint, unreadable);
+  if (!run) return std::nullopt;
+  ResumedConfig resumed{*run, {}};
+  for (const KeySpec& spec : config_schema()) {
+    const std::string name = spec.name();
+    if (!given.given(name)) continue;  // left out: the run's value stays
+    const std::string& now = given.written(name);
+    const std::string& then = run->written(name);
+    resumed.config.set(name, now, given.origin(name));
+    if (!same_value(spec, now, then))
+      resumed.changes.push_back(key_in_words(name) + " = " + shown(now) + " (" + given.origin(name) + "); the run had " + shown(then));
+  }
+  // A longer or shorter run keeps its cosine: re-fitting it to the new length would move the rate
+  // at the resumed step (from near min_lr back up, for a longer run).
+  const Config& c = resumed.config;
+  const int64_t run_epochs = run->integer("train.epochs"), epochs = c.integer("train.epochs");
+  if (epochs != run_epochs && c.text("schedule.name") == "warmup_cosine" && !given.given("schedule.epochs")) {
+    const int64_t length = run->optional_integer("schedule.epochs").value_or(run_epochs);
+    resumed.config.set("schedule.epochs", std::to_string(length), "the run's schedule length");
+    const auto epochs_in_words = [](int64_t from, int64_t to) {
+      return from == to ? "epoch " + std::to_string(from) : "epochs " + std::to_string(from) + "-" + std::to_string(to);
+    };
+    resumed.changes.push_back("the warmup_cosine keeps the run's length of " + std::to_string(length) +
+                              (length == 1 ? " epoch" : " epochs") +
+                              (epochs > length ? ", so " + epochs_in_words(length + 1, epochs) + " train at [schedule] min_lr = " +
+                                                     c.written("schedule.min_lr")
+                                               : "") +
+                              "; to fit it to " + std::to_string(epochs) + " epochs give [schedule] epochs = " + std::to_string(epochs) +
+                              " (the rate at the resumed step then changes)");
+  }
+  return resumed;
+}
+
 void check_resume_keys(const TrainingState& saved, const std::filesystem::path& checkpoint, const TrainSettings& settings,
                        RunLog& log) {
   const bool anyway = settings.run.resume_anyway;
   const std::string refused = "cannot resume from " + checkpoint.string() + ": ";
-  // The checkpoint's resolved config, as this build's schema reads it.
-  std::optional<Config> then;
-  std::string unreadable = "it holds no config";
-  if (!saved.config.empty()) {
-    try {
-      then = Config::parse(saved.config, checkpoint.string() + " (its config)");
-    } catch (const Error& e) {  // a key this build no longer knows, say
-      unreadable = std::string("its config cannot be read: ") + e.what();
-    }
-  }
+  std::string unreadable;
+  const std::optional<Config> then = checkpoint_config(saved, checkpoint, unreadable);
   if (!then) {
     CNN_CHECK(anyway, refused, unreadable, "; set [checkpoint] resume_anyway = true to resume without comparing the configs");
     log.warn("resuming from " + checkpoint.string() + " without comparing the configs: " + unreadable);

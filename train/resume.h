@@ -1,12 +1,16 @@
-// What a resumed run checks in its checkpoint before it changes anything in the run folder: whether
+// What a resumed run takes from its checkpoint and checks there before it changes anything in the
+// run folder: the run's own config under the keys given again; whether
 // the run already finished (then it does nothing at all), and whether the config changes a key
 // the checkpoint was trained with (the batch size, seed, image size, precision or accumulation),
 // which is refused unless [checkpoint] resume_anyway asks for a warning per key instead.
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "train/config/config.h"
 
 namespace cnn::train {
 
@@ -21,6 +25,19 @@ int64_t steps_on_ranks(int64_t step, int64_t from_ranks, int64_t to_ranks);
 // "" while the run of `saved` has training left under `settings`; else what to say, e.g. "the run
 // already finished: epoch 8/8; to train longer raise train.epochs".
 std::string finished_run(const TrainingState& saved, const TrainSettings& settings);
+
+// The config a resume trains with: the run's own (the resolved config its checkpoint holds), with
+// the keys the user gave again on top, those written in the INI given or set with --set (keys the
+// INI leaves out keep the run's values, not their defaults). `changes` names every given key whose
+// value differs from the run's, with both values and where the new one came from. When
+// train.epochs changes and [schedule] epochs is not given, the warmup_cosine keeps the run's length
+// (later epochs train at min_lr) and `changes` says so. Nothing when the checkpoint holds no
+// config this build can read (check_resume_keys then decides).
+struct ResumedConfig {
+  Config config;
+  std::vector<std::string> changes;
+};
+std::optional<ResumedConfig> resumed_config(const Config& given, const TrainingState& saved, const std::filesystem::path& checkpoint);
 
 // A cnn::Error naming every resume key (train_settings.h) whose value differs from the one in the
 // config of `saved` (read from `checkpoint`), with both values; with resume_anyway a warning per

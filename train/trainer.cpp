@@ -246,24 +246,33 @@ class RemoveIfRefused {
   std::filesystem::path dir_;
 };
 
-TrainSummary run_on_this_rank(const Config& config, const TrainSettings& given, const TrainRunOptions& options,
+TrainSummary run_on_this_rank(const Config& given_config, const TrainSettings& given_settings, const TrainRunOptions& options,
                               DataParallel& data_parallel) {
   const bool main_rank = data_parallel.world().is_main();
-  const RunFolder folder = open_shared_run_folder(given, options.resume, data_parallel);
+  const RunFolder folder = open_shared_run_folder(given_settings, options.resume, data_parallel);
   RemoveIfRefused remove_if_refused(folder, main_rank);
   std::ostream no_output(nullptr);  // ranks other than 0 show nothing (their errors end the job, with their rank)
   std::ostream& out = !main_rank ? no_output : options.console ? *options.console : std::cout;
   // Under a launcher, standard output is a pseudo-terminal of the launcher's (OpenMPI makes one even
   // when its own output goes to a file): plain lines unless [log] progress = bar asks for the bar.
   const bool terminal = main_rank && stdout_is_terminal() && !options.console && !data_parallel.active();
-  Console console(out, given.log.level, given.log.progress, terminal, use_colour(terminal));
+  Console console(out, given_settings.log.level, given_settings.log.progress, terminal, use_colour(terminal));
 
-  // A resume reads its checkpoint first (every rank: the file is on a shared file system): a
-  // finished run is left exactly as it is, train.log included.
+  // A resume reads its checkpoint first (every rank: the file is on a shared file system) and
+  // trains with the run's own config under the keys given again; a finished run is left exactly as
+  // it is, train.log included.
   std::optional<TrainingState> saved;
+  std::optional<ResumedConfig> resumed;
+  std::optional<TrainSettings> resumed_settings;
   if (!folder.resume_from.empty()) {
     saved = load_checkpoint(folder.resume_from);
     check_resume_point(*saved, folder.resume_from, folder.dir);
+    resumed = resumed_config(given_config, *saved, folder.resume_from);
+    if (resumed) resumed_settings = from_config(resumed->config, given_settings.distributed.world);
+  }
+  const Config& config = resumed ? resumed->config : given_config;
+  const TrainSettings& given = resumed_settings ? *resumed_settings : given_settings;
+  if (saved) {
     if (const std::string finished = finished_run(*saved, given); !finished.empty()) {
       console.summary(finished + "; nothing in " + folder.dir.string() + " was changed");
       TrainSummary nothing;
@@ -311,6 +320,11 @@ TrainSummary run_on_this_rank(const Config& config, const TrainSettings& given, 
            ", " + settings.precision.mode + "; " + std::to_string(data.train_set->size()) + " training images, " +
            std::to_string(data.batches_per_epoch) + " batches of " + std::to_string(data.batch_size) +
            (world.distributed() ? " per rank" : "") + " per epoch; run folder " + folder.dir.string());
+  if (resumed && !resumed->changes.empty()) {  // after every check that could refuse the resume: it writes train.log
+    std::string text = "the run's own config (" + folder.resume_from.string() + "'s) goes on, changed by what was given again:";
+    for (const std::string& change : resumed->changes) text += "\n  " + change;
+    log.warn(text + "\n(to keep the run's values, resume with its own " + (folder.dir / "config.ini").string() + ")");
+  }
   Trainer trainer(settings, options, folder, console, log, metrics, data, learner, progress, data_parallel);
   remove_if_refused.training_starts();
   return trainer.run();

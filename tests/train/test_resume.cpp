@@ -151,4 +151,59 @@ TEST_CASE("resume: a changed batch size, seed, image size, precision or accumula
   CHECK(count(text, "warning: resuming with [data] batch_size = 16 (--set); the checkpoint was trained with 32") == 1);
   CHECK(count(text, "warning: resuming with [train] seed = 4 (--set); the checkpoint was trained with 3") == 1);
   CHECK(count(text, "warning: resuming with") == 2);
+  // Every key given again that differs from the run's own config is named once, with both values.
+  CHECK(count(text, "goes on, changed by what was given again:") == 1);
+  CHECK(count(text, "\n  [optim] lr = 0.01 (--set); the run had 0.02") == 1);
+  CHECK(count(text, "\n  [train] epochs = 2 (--set); the run had 1") == 1);
+}
+
+TEST_CASE("resume: the run's own config goes on, keys left out keep the run's values and the cosine keeps its length") {
+  // The run had --set optim.momentum=0.8 and ema.decay=0.9; resumed with the original INI and only
+  // train.epochs=2, it used to take the INI's defaults (no EMA, momentum 0.9) and re-fit the cosine to
+  // 2 epochs, so that the rate jumped from about 0 back up to half the base rate.
+  SmallRun run("own_config", 128, 32, 1, 2);  // 4 steps of 32 per epoch
+  const TrainSummary first =
+      run_training(Config::parse(run.text, "test.ini", {"train.epochs=1", "optim.momentum=0.8", "ema.decay=0.9"}), run.opts);
+  REQUIRE(first.steps == 4);
+  TrainRunOptions resume = run.opts;
+  resume.resume = first.run_dir.string();
+  std::ostringstream shown;
+  resume.console = &shown;
+  const TrainSummary second = run_training(Config::parse(run.text, "test.ini", {"train.epochs=2"}), resume);
+  CHECK(second.steps == 8);
+  CHECK(second.last_ema_top1 >= 0);  // the EMA goes on (it is validated)
+  const Config resolved = Config::load(first.run_dir / "config.ini");
+  CHECK(resolved.real("optim.momentum") == 0.8);
+  CHECK(resolved.real("ema.decay") == 0.9);
+  CHECK(resolved.integer("train.epochs") == 2);
+  CHECK(resolved.optional_integer("schedule.epochs") == 1);
+  const std::string text = shown.str();
+  INFO(text);
+  CHECK(count(text, "\n  [train] epochs = 2 (--set); the run had 1") == 1);
+  CHECK(count(text, "the warmup_cosine keeps the run's length of 1 epoch, so epoch 2 train at [schedule] min_lr = 0; to fit it "
+                    "to 2 epochs give [schedule] epochs = 2") == 1);
+  CHECK(count(text, "(to keep the run's values, resume with its own " + (first.run_dir / "config.ini").string() + ")") == 1);
+  CHECK(count(text, "momentum") == 0);  // not given again: not a change
+  // Epoch 2 trains at min_lr, where the cosine ended; re-fitted, the rate would be about half of 0.02.
+  std::ifstream metrics(first.run_dir / "metrics.jsonl");
+  double last_lr = -1;
+  for (std::string line; std::getline(metrics, line);)
+    if (line.find("\"kind\":\"epoch\"") != std::string::npos && line.find("\"epoch\":2") != std::string::npos)
+      last_lr = std::stod(line.substr(line.find("\"lr\":") + 5));
+  CHECK(last_lr == 0.0);
+
+  // Given again with another value, in a file: named with its line, and taken.
+  SmallRun again("own_config_file", 128, 32, 1, 2);
+  const TrainSummary third = run_training(Config::parse(again.text, "test.ini", {"train.epochs=1", "optim.lr=0.05"}), again.opts);
+  TrainRunOptions resume_third = again.opts;
+  resume_third.resume = third.run_dir.string();
+  std::ostringstream said;
+  resume_third.console = &said;
+  run_training(Config::parse(again.text, "test.ini", {"train.epochs=2", "schedule.epochs=2"}), resume_third);
+  const std::string words = said.str();
+  INFO(words);
+  CHECK(count(words, "\n  [optim] lr = 0.02 (test.ini:") == 1);
+  CHECK(count(words, "the run had 0.05") == 1);
+  CHECK(count(words, "warmup_cosine keeps") == 0);  // [schedule] epochs was given
+  CHECK(Config::load(third.run_dir / "config.ini").real("optim.lr") == 0.02);
 }

@@ -64,6 +64,7 @@ ResumeRuns check_resume_reproduces(const std::string& text, TrainRunOptions opts
   const TrainSummary first = run_training(Config::parse(text, "test.ini", stopped), opts);
   TrainRunOptions resume = opts;
   resume.resume = first.run_dir.string();
+  overrides.push_back("train.max_steps=0");  // the resume keeps the run's own max_steps unless told otherwise
   const TrainSummary second = run_training(Config::parse(text, "test.ini", overrides), resume);
   std::vector<double> stitched = first.step_losses;
   stitched.insert(stitched.end(), second.step_losses.begin(), second.step_losses.end());
@@ -94,7 +95,7 @@ TEST_CASE("trainer: a short run learns, and a run resumed after epoch 1 reproduc
 
   // A checkpoint of another class count is a clear error (for a run with epochs left: the resumed
   // folder's last.h5 is the finished run's now).
-  const Config other = Config::parse(text, "test.ini", {"model.num_classes=7", "train.epochs=3"});
+  const Config other = Config::parse(text, "test.ini", {"model.num_classes=7", "train.epochs=3", "train.max_steps=0"});
   TrainRunOptions wrong = opts;
   wrong.resume = (first.run_dir / "last.h5").string();
   CHECK_THROWS_WITH_AS(run_training(other, wrong), doctest::Contains("check [model] name and num_classes"), Error);
@@ -136,8 +137,9 @@ TEST_CASE("trainer: a run that diverges stops and keeps the last good checkpoint
   // is the 20th skipped step in a row that stops the run.
   TrainRunOptions resume = run.opts;
   resume.resume = good.run_dir.string();
+  // A constant rate: the run's cosine, kept at its length of 1 epoch, would be at min_lr = 0 in epoch 2.
   const std::vector<std::string> diverging = {"model.name=mlp", "data.batch_size=8", "train.epochs=2", "optim.lr=100",
-                                              "optim.weight_decay=1"};
+                                              "optim.weight_decay=1", "schedule.name=constant"};
   std::vector<std::string> rarely_logged = diverging;
   rarely_logged.push_back("log.every_steps=1000");
   const std::string stopped = "20 optimizer steps in a row had inf/nan gradients; training stopped. The last good checkpoint is " +

@@ -257,11 +257,19 @@ void Config::apply_override(const std::string& assignment) {
   const std::string value = unquote(trim(assignment.substr(eq + 1)));
   const KeySpec* spec = find_key(section, key);
   CNN_CHECK(spec != nullptr, "--set '", assignment, "': ", unknown_key_message(section, key));
+  set(name, value, "--set");
+}
+
+void Config::set(const std::string& name, const std::string& value, const std::string& origin) {
+  const size_t dot = name.find('.');
+  const KeySpec* spec = dot == std::string::npos ? nullptr : find_key(name.substr(0, dot), name.substr(dot + 1));
+  CNN_CHECK(spec != nullptr, "config key '", name, "' is not in the schema (train/config/schema.cpp)");
+  const std::string where = origin == "--set" ? "--set '" + name + "=" + value + "'" : origin;
   const std::string unwritable = not_ini_representable(value);
-  CNN_CHECK(unwritable.empty(), "--set '", assignment, "': the value cannot be written in a config file: ", unwritable);
+  CNN_CHECK(unwritable.empty(), where, ": the value cannot be written in a config file: ", unwritable);
   const std::string why = spec->validate(value);
-  CNN_CHECK(why.empty(), "--set '", assignment, "': ", bad_value_message(*spec, value, why));
-  values_[name] = {value, "--set"};
+  CNN_CHECK(why.empty(), where, ": ", bad_value_message(*spec, value, why));
+  values_[name] = {value, origin};
 }
 
 const Config::Value& Config::value(const std::string& name, const char* access) const {
@@ -295,6 +303,10 @@ std::optional<double> Config::optional_real(const std::string& name) const {
   if (value(name, "real").text.empty()) return std::nullopt;
   return real(name);
 }
+std::optional<int64_t> Config::optional_integer(const std::string& name) const {
+  if (value(name, "int").text.empty()) return std::nullopt;
+  return integer(name);
+}
 const std::string& Config::text(const std::string& name) const { return value(name, "text").text; }
 namespace {
 // The items of a validated list value, parsed.
@@ -320,6 +332,12 @@ const std::string& Config::origin(const std::string& name) const {
   const auto it = values_.find(name);
   CNN_CHECK(it != values_.end(), "config key '", name, "' is not in the schema (train/config/schema.cpp)");
   return it->second.origin;
+}
+
+const std::string& Config::written(const std::string& name) const {
+  const auto it = values_.find(name);
+  CNN_CHECK(it != values_.end(), "config key '", name, "' is not in the schema (train/config/schema.cpp)");
+  return it->second.text;
 }
 
 std::string Config::to_ini() const {

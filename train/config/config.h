@@ -36,6 +36,8 @@ class Config {
   double real(const std::string& name) const;
   // A real key that may be left empty ("not set"): nullopt when empty.
   std::optional<double> optional_real(const std::string& name) const;
+  // An integer key that may be left empty: nullopt when empty.
+  std::optional<int64_t> optional_integer(const std::string& name) const;
   const std::string& text(const std::string& name) const;  // text, device and choice keys
   std::vector<int64_t> integers(const std::string& name) const;
   std::vector<double> reals(const std::string& name) const;
@@ -43,6 +45,12 @@ class Config {
 
   // Where a key's value came from: "file.ini:12", "--set", or "default".
   const std::string& origin(const std::string& name) const;
+  // Whether the value was given (in the file or with --set) rather than left to its default.
+  bool given(const std::string& name) const { return origin(name) != "default"; }
+  // A key's value as written, whatever its type (for comparing and quoting values).
+  const std::string& written(const std::string& name) const;
+  // Sets a key to a value checked as a config file's would be, recording `origin` for messages.
+  void set(const std::string& name, const std::string& value, const std::string& origin);
   // The file the config was loaded from ("" when parsed from text or built from defaults).
   const std::string& source() const { return source_; }
 

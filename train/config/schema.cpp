@@ -35,6 +35,12 @@ KeySpec optional_real(const char* section, const char* key, Range range, const c
   spec.may_be_empty = true;
   return spec;
 }
+// An integer key whose empty value (the default) means "not set", like optional_real.
+KeySpec optional_integer(const char* section, const char* key, Range range, const char* doc) {
+  KeySpec spec{section, key, KeyType::integer, "", range, {}, doc};
+  spec.may_be_empty = true;
+  return spec;
+}
 KeySpec text(const char* section, const char* key, const char* def, const char* doc) {
   return {section, key, KeyType::text, def, {}, {}, doc};
 }
@@ -119,6 +125,9 @@ std::vector<KeySpec> build_schema() {
       real("schedule", "warmup_epochs", "0", between(0, 1e4), "linear warmup length in epochs (fractions allowed), before any schedule"),
       real("schedule", "warmup_start_factor", "0", between(0, 1), "warmup starts at this fraction of the learning rate"),
       real("schedule", "min_lr", "0", between(0, 100), "warmup_cosine: learning rate at the end of training"),
+      optional_integer("schedule", "epochs", between(1, 1e6),
+                       "warmup_cosine: the epochs the cosine decays over; empty: [train] epochs (a resume that changes "
+                       "train.epochs keeps the run's length unless this is given)"),
       integer("schedule", "step_size", "30", between(1, 1e6), "step: epochs between decays"),
       list("schedule", "milestones", K::integer_list, "30, 60, 90", between(1, 1e6), "multistep: epochs at which the rate decays"),
       real("schedule", "gamma", "0.1", {0, 1, true, false}, "step, multistep, exponential (per epoch) and plateau: decay factor"),

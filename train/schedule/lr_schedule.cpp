@@ -139,7 +139,7 @@ ScheduleOptions schedule_options(const Config& config, int64_t steps_per_epoch, 
   o.kind = parse_schedule_kind(config.text("schedule.name"));
   o.base_lr = linear_scaled_lr(config.real("optim.lr"), global_batch, config.integer("schedule.reference_batch_size"));
   o.steps_per_epoch = steps_per_epoch;
-  o.epochs = config.integer("train.epochs");
+  o.epochs = config.optional_integer("schedule.epochs").value_or(config.integer("train.epochs"));
   o.warmup_epochs = config.real("schedule.warmup_epochs");
   o.warmup_start_factor = config.real("schedule.warmup_start_factor");
   o.min_lr = config.real("schedule.min_lr");

@@ -28,7 +28,7 @@ struct ScheduleOptions {
   ScheduleKind kind = ScheduleKind::warmup_cosine;
   double base_lr = 0.1;
   int64_t steps_per_epoch = 1;
-  int64_t epochs = 1;
+  int64_t epochs = 1;  // warmup_cosine spans these ([schedule] epochs, else [train] epochs); later steps stay at min_lr
   double warmup_epochs = 0, warmup_start_factor = 0;
   double min_lr = 0;                 // cosine end, and the floor of plateau decays
   int64_t step_size = 30;            // step

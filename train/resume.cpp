@@ -97,6 +97,7 @@ std::optional<ResumedConfig> resumed_config(const Config& given, const TrainingS
   for (const KeySpec& spec : config_schema()) {
     const std::string name = spec.name();
     if (!given.given(name)) continue;  // left out: the run's value stays
+    if (name == "run.name" || name == "run.dir") continue;  // where the run is: the folder resumed
     const std::string& now = given.written(name);
     const std::string& then = run->written(name);
     resumed.config.set(name, now, given.origin(name));
@@ -115,7 +116,8 @@ std::optional<ResumedConfig> resumed_config(const Config& given, const TrainingS
     };
     resumed.changes.push_back("the warmup_cosine keeps the run's length of " + std::to_string(length) +
                               (length == 1 ? " epoch" : " epochs") +
-                              (epochs > length ? ", so " + epochs_in_words(length + 1, epochs) + " train at [schedule] min_lr = " +
+                              (epochs > length ? ", so " + epochs_in_words(length + 1, epochs) + (epochs == length + 1 ? " trains" : " train") +
+                                                     " at [schedule] min_lr = " +
                                                      c.written("schedule.min_lr")
                                                : "") +
                               "; to fit it to " + std::to_string(epochs) + " epochs give [schedule] epochs = " + std::to_string(epochs) +

@@ -28,7 +28,8 @@ std::string finished_run(const TrainingState& saved, const TrainSettings& settin
 
 // The config a resume trains with: the run's own (the resolved config its checkpoint holds), with
 // the keys the user gave again on top, those written in the INI given or set with --set (keys the
-// INI leaves out keep the run's values, not their defaults). `changes` names every given key whose
+// INI leaves out keep the run's values, not their defaults; run.name and run.dir stay the run's, as
+// its folder does). `changes` names every given key whose
 // value differs from the run's, with both values and where the new one came from. When
 // train.epochs changes and [schedule] epochs is not given, the warmup_cosine keeps the run's length
 // (later epochs train at min_lr) and `changes` says so. Nothing when the checkpoint holds no

@@ -163,7 +163,8 @@ TEST_CASE("resume: the run's own config goes on, keys left out keep the run's va
   // 2 epochs, so that the rate jumped from about 0 back up to half the base rate.
   SmallRun run("own_config", 128, 32, 1, 2);  // 4 steps of 32 per epoch
   const TrainSummary first =
-      run_training(Config::parse(run.text, "test.ini", {"train.epochs=1", "optim.momentum=0.8", "ema.decay=0.9"}), run.opts);
+      run_training(Config::parse(run.text, "test.ini", {"train.epochs=1", "optim.momentum=0.8", "ema.decay=0.9", "run.name=own"}),
+                   run.opts);
   REQUIRE(first.steps == 4);
   TrainRunOptions resume = run.opts;
   resume.resume = first.run_dir.string();
@@ -180,10 +181,11 @@ TEST_CASE("resume: the run's own config goes on, keys left out keep the run's va
   const std::string text = shown.str();
   INFO(text);
   CHECK(count(text, "\n  [train] epochs = 2 (--set); the run had 1") == 1);
-  CHECK(count(text, "the warmup_cosine keeps the run's length of 1 epoch, so epoch 2 train at [schedule] min_lr = 0; to fit it "
+  CHECK(count(text, "the warmup_cosine keeps the run's length of 1 epoch, so epoch 2 trains at [schedule] min_lr = 0; to fit it "
                     "to 2 epochs give [schedule] epochs = 2") == 1);
   CHECK(count(text, "(to keep the run's values, resume with its own " + (first.run_dir / "config.ini").string() + ")") == 1);
   CHECK(count(text, "momentum") == 0);  // not given again: not a change
+  CHECK(count(text, "[run] name") == 0);  // the INI's name is not the folder's: the folder stays the run's
   // Epoch 2 trains at min_lr, where the cosine ended; re-fitted, the rate would be about half of 0.02.
   std::ifstream metrics(first.run_dir / "metrics.jsonl");
   double last_lr = -1;

@@ -125,7 +125,8 @@ class Trainer {
   EpochStart epoch_start(int64_t epoch) const;
   EpochProgress train_epoch(int64_t epoch);
   StepFigures step_figures(const EpochProgress& epoch) const;
-  bool stop_requested();
+  bool stop_requested();  // at logged steps in a data-parallel run (stop_agreed there)
+  bool stop_agreed();     // Ctrl-C on this rank, or on any rank of a data-parallel run (a collective)
   // The resolved config of the run (--set overrides included): what a resume should be given.
   std::string config_path() const { return (folder_.dir / "config.ini").string(); }
   void after_step(EpochProgress& epoch);
@@ -349,8 +350,12 @@ namespace {
 // Ctrl-C or SIGTERM on this rank; in a data-parallel run the ranks agree at logged steps (mpirun
 // passes the signal to every rank, not necessarily within the same step).
 bool Trainer::stop_requested() {
+  if (data_parallel_.active() && progress_.step % settings_.log.every_steps != 0) return false;
+  return stop_agreed();
+}
+
+bool Trainer::stop_agreed() {
   if (!data_parallel_.active()) return InterruptHandler::requested();
-  if (progress_.step % settings_.log.every_steps != 0) return false;
   return across_ranks(InterruptHandler::requested() ? 1.0 : 0.0, distributed::ReduceOp::max) > 0;
 }
 
@@ -623,8 +628,7 @@ bool Trainer::end_epoch(const EpochProgress& epoch) {
   bool stop_here = false;
   if (validate_now) {
     validation = validate_epoch(epoch.epoch, line, numbers);
-    stop_here = data_parallel_.active() ? across_ranks(InterruptHandler::requested() ? 1.0 : 0.0, distributed::ReduceOp::max) > 0
-                                        : InterruptHandler::requested();
+    stop_here = stop_agreed();
   }
   log_.summary(format_epoch_line(line));
 
@@ -794,24 +798,23 @@ void Trainer::finish_swa(int64_t epochs_done) {
     const Validation result = validate_weights(key - 1, Weights::swa);
     if (result.stopped) {  // the average is kept in swa.h5 all the same
       summary_.interrupted = true;
-      log_.summary(text + "; its validation was stopped by the interrupt");
-      save(folder_.swa_checkpoint(), epochs_done, 0, Weights::swa);
-      return;
-    }
-    summary_.swa_top1 = result.top1;
-    metrics_.write_epoch(progress_.step, key - 1, {{"swa_val_loss", result.loss}, {"swa_val_top1", result.top1}, {"swa_val_top5", result.top5}});
-    EpochLine figures;
-    figures.val_loss = result.loss;
-    figures.val_top1 = result.top1;
-    figures.val_top5 = result.top5;
-    text += "; " + format_validation_figures(figures);
-    const bool lower_is_better = settings_.checkpoint.best_is_loss;
-    const double metric = lower_is_better ? result.loss : result.top1, best = progress_.best_metric;
-    if (std::isnan(best) || (lower_is_better ? metric < best : metric > best)) {
-      progress_.best_metric = metric;
-      progress_.best = best_validation(result, key, Weights::swa);
-      if (settings_.checkpoint.save_best) save(folder_.best_checkpoint(), epochs_done, 0, Weights::swa);
-      text += " (best)";
+      text += "; its validation was stopped by the interrupt";
+    } else {
+      summary_.swa_top1 = result.top1;
+      metrics_.write_epoch(progress_.step, key - 1, {{"swa_val_loss", result.loss}, {"swa_val_top1", result.top1}, {"swa_val_top5", result.top5}});
+      EpochLine figures;
+      figures.val_loss = result.loss;
+      figures.val_top1 = result.top1;
+      figures.val_top5 = result.top5;
+      text += "; " + format_validation_figures(figures);
+      const bool lower_is_better = settings_.checkpoint.best_is_loss;
+      const double metric = lower_is_better ? result.loss : result.top1, best = progress_.best_metric;
+      if (std::isnan(best) || (lower_is_better ? metric < best : metric > best)) {
+        progress_.best_metric = metric;
+        progress_.best = best_validation(result, key, Weights::swa);
+        if (settings_.checkpoint.save_best) save(folder_.best_checkpoint(), epochs_done, 0, Weights::swa);
+        text += " (best)";
+      }
     }
   }
   log_.summary(text);

@@ -273,15 +273,14 @@ void Config::set(const std::string& name, const std::string& value, const std::s
 }
 
 const Config::Value& Config::value(const std::string& name, const char* access) const {
-  const auto it = values_.find(name);
-  CNN_CHECK(it != values_.end(), "config key '", name, "' is not in the schema (train/config/schema.cpp)");
+  const Value& found = entry(name);
   const size_t dot = name.find('.');
   const KeySpec& spec = *find_key(name.substr(0, dot), name.substr(dot + 1));
   const std::string type = key_type_name(spec.type);
   const bool text_like = spec.type == KeyType::text || spec.type == KeyType::choice || spec.type == KeyType::device;
   CNN_CHECK(type == access || (text_like && std::string(access) == "text"), "config key '", name, "' is a ", type,
             " key, read as ", access);
-  return it->second;
+  return found;
 }
 
 bool Config::boolean(const std::string& name) const {
@@ -328,17 +327,14 @@ std::vector<std::string> Config::texts(const std::string& name) const {
   return split_list(value(name, "text list").text);
 }
 
-const std::string& Config::origin(const std::string& name) const {
+const Config::Value& Config::entry(const std::string& name) const {
   const auto it = values_.find(name);
   CNN_CHECK(it != values_.end(), "config key '", name, "' is not in the schema (train/config/schema.cpp)");
-  return it->second.origin;
+  return it->second;
 }
 
-const std::string& Config::written(const std::string& name) const {
-  const auto it = values_.find(name);
-  CNN_CHECK(it != values_.end(), "config key '", name, "' is not in the schema (train/config/schema.cpp)");
-  return it->second.text;
-}
+const std::string& Config::origin(const std::string& name) const { return entry(name).origin; }
+const std::string& Config::written(const std::string& name) const { return entry(name).text; }
 
 std::string Config::to_ini() const {
   std::ostringstream out;

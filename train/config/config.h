@@ -64,7 +64,8 @@ class Config {
     std::string text;
     std::string origin;
   };
-  const Value& value(const std::string& name, const char* access) const;
+  const Value& entry(const std::string& name) const;  // a cnn::Error for a name outside the schema
+  const Value& value(const std::string& name, const char* access) const;  // entry(), checked against its type
 
   std::map<std::string, Value> values_;  // by "section.key"
   std::string source_;
